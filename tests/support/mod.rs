@@ -1,0 +1,264 @@
+//! Test support: a fresh database per test on the real MariaDB/MySQL, apps
+//! that behave like Lambda execution environments (one connection each),
+//! API Gateway v2 events, and the count-based oracle of the invariants.
+
+use lambda_http::{Body, Request, Response};
+use serde_json::Value;
+use shared::domain::{IdempotencyKey, SlotId};
+use shared::{App, Config};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The server the tests use; each test gets its own database on it.
+pub fn server_url() -> String {
+    std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
+}
+
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    /// For setting up rows and reading them back; never used as "a client".
+    pub admin: MySqlPool,
+}
+
+impl TestDb {
+    /// Creates `sb_test_<random>` and runs the migrations in it.
+    pub async fn new() -> Self {
+        let name = format!("sb_test_{}", uuid::Uuid::new_v4().simple());
+        let server = MySqlConnectOptions::from_str(&server_url()).expect("TEST_DATABASE_URL");
+        let mut conn = server
+            .connect()
+            .await
+            .expect("connect to the test database server");
+        conn.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
+            .await
+            .expect("create test database");
+        conn.close().await.ok();
+        let url = format!("{}/{name}", server_url().trim_end_matches('/'));
+        let admin = MySqlPoolOptions::new()
+            .max_connections(4)
+            .connect(&url)
+            .await
+            .expect("connect to test database");
+        shared::db::MIGRATOR.run(&admin).await.expect("migrations");
+        Self { name, url, admin }
+    }
+
+    /// One Lambda execution environment: its own one-connection pool.
+    pub fn app(&self) -> App {
+        self.app_with_hold_ttl(Duration::from_secs(300))
+    }
+
+    pub fn app_with_hold_ttl(&self, hold_ttl: Duration) -> App {
+        App::new(self.config(hold_ttl)).expect("app")
+    }
+
+    pub fn config(&self, hold_ttl: Duration) -> Config {
+        Config {
+            database_url: self.url.clone(),
+            redis_url: None,
+            cache_ttl: Duration::from_secs(10),
+            hold_ttl,
+        }
+    }
+
+    pub async fn insert_slot(&self, capacity: u32) -> SlotId {
+        let done = sqlx::query(
+            "INSERT INTO slots (starts_at, ends_at, capacity, remaining) \
+             VALUES ('2026-12-01 08:00:00', '2026-12-01 09:00:00', ?, ?)",
+        )
+        .bind(capacity)
+        .bind(capacity)
+        .execute(&self.admin)
+        .await
+        .expect("insert slot");
+        SlotId(done.last_insert_id())
+    }
+
+    /// `(capacity, remaining)` as stored.
+    pub async fn slot(&self, slot: SlotId) -> (u32, u32) {
+        sqlx::query_as("SELECT capacity, remaining FROM slots WHERE id = ?")
+            .bind(slot.0)
+            .fetch_one(&self.admin)
+            .await
+            .expect("slot row")
+    }
+
+    pub async fn count_holds(&self, slot: SlotId, condition: &'static str) -> i64 {
+        // `condition` comes from the tests themselves, never from input.
+        let sql = format!("SELECT COUNT(*) FROM holds WHERE slot_id = ? AND ({condition})");
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(slot.0)
+            .fetch_one(&self.admin)
+            .await
+            .expect("count holds")
+    }
+
+    /// The oracle: active holds by the one definition of the service.
+    pub async fn active_holds(&self, slot: SlotId) -> i64 {
+        self.count_holds(slot, shared::booking::ACTIVE_HOLD).await
+    }
+
+    /// Checks every invariant of SPEC §2 on every slot, from the rows.
+    pub async fn assert_invariants(&self) {
+        let slots: Vec<(u64, u32, u32)> =
+            sqlx::query_as("SELECT id, capacity, remaining FROM slots ORDER BY id")
+                .fetch_all(&self.admin)
+                .await
+                .expect("slots");
+        for (id, capacity, remaining) in slots {
+            let slot = SlotId(id);
+            let confirmed = self.count_holds(slot, "status = 'confirmed'").await;
+            let active = self.active_holds(slot).await;
+            assert!(
+                remaining <= capacity,
+                "slot {id}: remaining {remaining} > capacity {capacity}"
+            );
+            assert_eq!(
+                i64::from(remaining),
+                i64::from(capacity) - confirmed,
+                "slot {id}: remaining must be capacity − confirmed"
+            );
+            assert!(
+                active <= i64::from(remaining),
+                "slot {id}: {active} active holds but only {remaining} remaining (oversold)"
+            );
+        }
+    }
+
+    /// Drops the database; call at the end of a test.
+    pub async fn drop(self) {
+        let name = self.name.clone();
+        self.admin.close().await;
+        let server = MySqlConnectOptions::from_str(&server_url()).expect("url");
+        if let Ok(mut conn) = server.connect().await {
+            let _ = conn
+                .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE `{name}`")))
+                .await;
+        }
+    }
+}
+
+pub fn new_key() -> IdempotencyKey {
+    IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string()).expect("uuid")
+}
+
+/// An API Gateway HTTP API (payload v2) event from `tests/fixtures`, with
+/// the path, path parameter and headers of this request.
+/// A header given as `None` is removed from the fixture.
+pub fn event(
+    fixture: &str,
+    path: &str,
+    id: Option<&str>,
+    headers: &[(&str, Option<&str>)],
+) -> Request {
+    let file = format!("{}/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let mut event: Value = serde_json::from_str(&text).expect("fixture json");
+    event["rawPath"] = path.into();
+    event["requestContext"]["http"]["path"] = path.into();
+    match id {
+        Some(id) => event["pathParameters"] = serde_json::json!({ "id": id }),
+        None => {
+            event
+                .as_object_mut()
+                .expect("object")
+                .remove("pathParameters");
+        }
+    }
+    let fixture_headers = event["headers"].as_object_mut().expect("headers");
+    for (name, value) in headers {
+        // Header names are case-insensitive: replace the fixture's spelling.
+        fixture_headers.retain(|existing, _| !existing.eq_ignore_ascii_case(name));
+        if let Some(value) = value {
+            fixture_headers.insert((*name).to_string(), (*value).into());
+        }
+    }
+    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event")
+}
+
+pub fn hold_request(slot: &str, key: Option<&str>) -> Request {
+    let path = format!("/slots/{slot}/hold");
+    event(
+        "apigw_v2_hold.json",
+        &path,
+        Some(slot),
+        &[("idempotency-key", key)],
+    )
+}
+
+pub fn confirm_request(hold: &str) -> Request {
+    event(
+        "apigw_v2_confirm.json",
+        &format!("/holds/{hold}/confirm"),
+        Some(hold),
+        &[],
+    )
+}
+
+pub fn cancel_request(hold: &str) -> Request {
+    event(
+        "apigw_v2_cancel.json",
+        &format!("/holds/{hold}"),
+        Some(hold),
+        &[],
+    )
+}
+
+pub fn availability_request() -> Request {
+    event(
+        "apigw_v2_availability.json",
+        "/slots/availability",
+        None,
+        &[],
+    )
+}
+
+/// Status and parsed JSON body of a handler's response, after checking that
+/// it is JSON and leaks nothing internal.
+pub fn read(response: Response<Body>) -> (u16, Value) {
+    let status = response.status().as_u16();
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/json"),
+        "every response is JSON"
+    );
+    let bytes = response.body().to_vec();
+    let text = String::from_utf8(bytes).expect("utf-8 body");
+    assert_no_leak(&text);
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}")),
+    )
+}
+
+/// No SQL, stack trace or connection string in anything a client sees.
+pub fn assert_no_leak(text: &str) {
+    let lower = text.to_ascii_lowercase();
+    for needle in [
+        "select ",
+        "insert ",
+        "update ",
+        "mysql://",
+        "redis://",
+        "sqlx",
+        "panicked",
+        "backtrace",
+        "src/",
+        ".rs:",
+        "error 1",
+        "sqlstate",
+    ] {
+        assert!(!lower.contains(needle), "response leaks {needle:?}: {text}");
+    }
+}
+
+/// Hold id of a hold resource in a response body.
+pub fn id_of(body: &Value) -> String {
+    body["id"].as_u64().expect("hold id").to_string()
+}

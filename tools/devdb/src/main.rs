@@ -1,0 +1,55 @@
+//! `devdb`: prepares the local database for `make dev`.
+//!
+//! Creates the database named in `DATABASE_URL` if it is missing, runs the
+//! migrations, and seeds a few demo slots when `slots` is empty.
+
+use sqlx::mysql::MySqlConnectOptions;
+use sqlx::{ConnectOptions, Connection, Executor};
+use std::str::FromStr;
+
+#[tokio::main]
+async fn main() {
+    if let Err(err) = run().await {
+        eprintln!("devdb: {err}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let config = shared::Config::from_env()?;
+    let options = MySqlConnectOptions::from_str(&config.database_url)?;
+    let name = options
+        .get_database()
+        .ok_or("DATABASE_URL names no database")?
+        .to_string();
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(format!("database name {name:?} must be letters, digits and _").into());
+    }
+
+    let mut server = options.clone().database("").connect().await?;
+    // The name was checked above: it is safe to splice.
+    let create = format!("CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4");
+    server.execute(sqlx::AssertSqlSafe(create)).await?;
+    server.close().await?;
+
+    let mut conn = options.connect().await?;
+    shared::db::MIGRATOR.run(&mut conn).await?;
+    let slots: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM slots")
+        .fetch_one(&mut conn)
+        .await?;
+    if slots == 0 {
+        // Tomorrow's dock windows, one hour each, with varied capacity.
+        conn.execute(
+            "INSERT INTO slots (starts_at, ends_at, capacity, remaining, created_at, updated_at)
+             SELECT d + INTERVAL h HOUR, d + INTERVAL h + 1 HOUR, c, c, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+             FROM (SELECT TIMESTAMP(UTC_DATE() + INTERVAL 1 DAY) AS d) day
+             JOIN (SELECT 8 AS h, 10 AS c UNION ALL SELECT 9, 5 UNION ALL SELECT 10, 1
+                   UNION ALL SELECT 11, 3 UNION ALL SELECT 12, 20) windows
+             ORDER BY h",
+        )
+        .await?;
+        println!("devdb: seeded 5 demo slots in {name}");
+    }
+    println!("devdb: database {name} is migrated and ready");
+    Ok(())
+}
