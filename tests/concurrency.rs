@@ -1,0 +1,396 @@
+//! Concurrency claims, proven with truly parallel callers: each caller is
+//! its own execution environment (its own App and connection), all warmed
+//! up, then released together behind a barrier.
+
+use futures::future::join_all;
+use serde_json::Value;
+use shared::App;
+use shared::domain::SlotId;
+use shared::http;
+use slot_booking_tests::*;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Barrier;
+
+const CALLERS: usize = 20;
+
+/// `n` environments with an open connection each, like warm Lambdas.
+async fn warm_apps(db: &TestDb, n: usize, hold_ttl: Duration) -> Vec<App> {
+    let apps: Vec<App> = (0..n).map(|_| db.app_with_hold_ttl(hold_ttl)).collect();
+    for app in &apps {
+        sqlx::query("SELECT 1")
+            .execute(app.booking.pool())
+            .await
+            .expect("warm up");
+    }
+    apps
+}
+
+/// Runs `call(i, app)` on every app at once, each on its own task, released
+/// together; returns the responses in caller order.
+async fn together<F, Fut>(apps: Vec<App>, call: F) -> Vec<(u16, Value)>
+where
+    F: Fn(usize, App) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = (u16, Value)> + Send,
+{
+    let barrier = Arc::new(Barrier::new(apps.len()));
+    let call = Arc::new(call);
+    let tasks = apps.into_iter().enumerate().map(|(i, app)| {
+        let (barrier, call) = (barrier.clone(), call.clone());
+        tokio::spawn(async move {
+            barrier.wait().await;
+            call(i, app).await
+        })
+    });
+    join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.expect("caller task"))
+        .collect()
+}
+
+fn tally(responses: &[(u16, Value)]) -> BTreeMap<u16, usize> {
+    let mut counts = BTreeMap::new();
+    for (status, _) in responses {
+        *counts.entry(*status).or_default() += 1;
+    }
+    counts
+}
+
+async fn hold_via_http(app: &App, slot: SlotId, key: &str) -> (u16, Value) {
+    read(
+        http::hold(app, hold_request(&slot.0.to_string(), Some(key)))
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn twenty_parallel_holds_on_a_one_seat_slot_give_one_201_and_nineteen_409() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(1).await;
+    let apps = warm_apps(&db, CALLERS, Duration::from_secs(300)).await;
+    let responses = together(apps, move |_, app| async move {
+        hold_via_http(&app, slot, &new_key().to_string()).await
+    })
+    .await;
+    assert_eq!(tally(&responses), BTreeMap::from([(201, 1), (409, 19)]));
+    assert!(
+        responses
+            .iter()
+            .filter(|r| r.0 == 409)
+            .all(|r| r.1["reason"] == "capacity_exhausted")
+    );
+    assert_eq!(db.count_holds(slot, "TRUE").await, 1, "one row");
+    db.assert_invariants().await;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn twenty_parallel_confirms_competing_for_one_seat_give_one_200_and_nineteen_409() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(1).await;
+    // Twenty held holds on one seat can only exist out of band (the hold
+    // path refuses them), which is what makes the decrement's own
+    // condition the last line of defence here.
+    for i in 0..CALLERS {
+        sqlx::query(
+            "INSERT INTO holds (slot_id, idempotency_key, status, expires_at) \
+             VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL 5 MINUTE)",
+        )
+        .bind(slot.0)
+        .bind(format!("00000000-0000-4000-8000-{i:012}"))
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    }
+    let ids: Vec<u64> = sqlx::query_scalar("SELECT id FROM holds WHERE slot_id = ? ORDER BY id")
+        .bind(slot.0)
+        .fetch_all(&db.admin)
+        .await
+        .unwrap();
+    let ids = Arc::new(ids);
+    let apps = warm_apps(&db, CALLERS, Duration::from_secs(300)).await;
+    let responses = together(apps, move |i, app| {
+        let ids = ids.clone();
+        async move {
+            read(
+                http::confirm(&app, confirm_request(&ids[i].to_string()))
+                    .await
+                    .unwrap(),
+            )
+        }
+    })
+    .await;
+    assert_eq!(tally(&responses), BTreeMap::from([(200, 1), (409, 19)]));
+    assert!(
+        responses
+            .iter()
+            .filter(|r| r.0 == 409)
+            .all(|r| r.1["reason"] == "capacity_exhausted")
+    );
+    assert_eq!(db.slot(slot).await, (1, 0), "remaining = 0, never below");
+    assert_eq!(db.count_holds(slot, "status = 'confirmed'").await, 1);
+    db.drop().await;
+}
+
+async fn twenty_parallel_holds_with_one_key(capacity: u32) {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(capacity).await;
+    let key = new_key().to_string();
+    let apps = warm_apps(&db, CALLERS, Duration::from_secs(300)).await;
+    let responses = together(apps, move |_, app| {
+        let key = key.clone();
+        async move { hold_via_http(&app, slot, &key).await }
+    })
+    .await;
+    assert_eq!(
+        tally(&responses),
+        BTreeMap::from([(200, 19), (201, 1)]),
+        "capacity {capacity}"
+    );
+    let id = responses[0].1["id"].clone();
+    assert!(
+        responses.iter().all(|r| r.1["id"] == id),
+        "every caller gets the one hold"
+    );
+    assert_eq!(db.count_holds(slot, "TRUE").await, 1, "one row");
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn twenty_parallel_holds_with_one_key_give_one_201_and_nineteen_200() {
+    twenty_parallel_holds_with_one_key(5).await;
+}
+
+/// The race SPEC §4 closes beyond the seed: without the key re-check after
+/// the lock, the callers queued behind the winner would count its hold and
+/// answer 409 on the now-full slot instead of replaying it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn twenty_parallel_holds_with_one_key_on_a_one_seat_slot_all_replay_the_winner() {
+    twenty_parallel_holds_with_one_key(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn parallel_holds_with_one_key_on_different_slots_create_one_hold_and_refuse_the_rest() {
+    let db = TestDb::new().await;
+    let mut slots = Vec::new();
+    for _ in 0..CALLERS {
+        slots.push(db.insert_slot(1).await);
+    }
+    let slots = Arc::new(slots);
+    let key = new_key().to_string();
+    let apps = warm_apps(&db, CALLERS, Duration::from_secs(300)).await;
+    let responses = together(apps, move |i, app| {
+        let (slots, key) = (slots.clone(), key.clone());
+        async move { hold_via_http(&app, slots[i], &key).await }
+    })
+    .await;
+    assert_eq!(tally(&responses), BTreeMap::from([(201, 1), (422, 19)]));
+    assert!(
+        responses
+            .iter()
+            .filter(|r| r.0 == 422)
+            .all(|r| r.1["reason"] == "idempotency_key_reuse")
+    );
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM holds")
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1);
+    db.drop().await;
+}
+
+/// The expiry boundary (SPEC §4): a hold H2 created just after H1 expired
+/// does not count H1; a confirm of H1 that passed its first expiry check
+/// before that moment must not succeed afterwards, or bookable becomes −1.
+///
+/// Driven deterministically: the test holds the slot's row lock while H2's
+/// hold and H1's confirm queue behind it, lets H1's expiry pass, then
+/// releases the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookable_stays_non_negative()
+ {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(1).await;
+    let ttl = Duration::from_millis(2000);
+    let apps = warm_apps(&db, 2, ttl).await;
+    let (holder, confirmer) = (apps[0].clone(), apps[1].clone());
+    let (status, h1) = hold_via_http(&holder, slot, &new_key().to_string()).await;
+    assert_eq!(status, 201);
+    let h1_id = id_of(&h1);
+
+    let mut blocker = db.admin.begin().await.unwrap();
+    sqlx::query("SELECT id FROM slots WHERE id = ? FOR UPDATE")
+        .bind(slot.0)
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    // H2 queues first on the slot lock…
+    let h2 =
+        tokio::spawn(async move { hold_via_http(&holder, slot, &new_key().to_string()).await });
+    wait_for_lock_waiters(&db, 1).await;
+    // …then the confirm, whose hold-row check runs now, before the expiry.
+    let confirm = tokio::spawn(async move {
+        read(
+            http::confirm(&confirmer, confirm_request(&h1_id))
+                .await
+                .unwrap(),
+        )
+    });
+    wait_for_lock_waiters(&db, 2).await;
+    assert!(
+        started.elapsed() < ttl / 2,
+        "both queued well before H1 expires"
+    );
+    tokio::time::sleep(ttl + Duration::from_millis(200) - started.elapsed().min(ttl)).await;
+    blocker.rollback().await.unwrap();
+
+    let (h2, confirm) = (h2.await.unwrap(), confirm.await.unwrap());
+    assert_eq!(h2.0, 201, "H1 had expired when H2 counted: {}", h2.1);
+    assert_eq!(confirm.0, 409, "{}", confirm.1);
+    assert_eq!(confirm.1["reason"], "hold_expired");
+    let (_, remaining) = db.slot(slot).await;
+    let bookable = i64::from(remaining) - db.active_holds(slot).await;
+    assert_eq!(bookable, 0, "never −1");
+    db.assert_invariants().await;
+    db.drop().await;
+}
+
+/// Waits until `n` transactions wait for a row lock in the test database.
+///
+/// InnoDB refreshes its INNODB_TRX snapshot only when it has not been read
+/// for 100 ms: polling faster would keep reading the same stale snapshot.
+async fn wait_for_lock_waiters(db: &TestDb, n: i64) {
+    for _ in 0..40 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX t \
+             JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
+             WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?",
+        )
+        .bind(&db.name)
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+        if waiting >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let states: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT t.trx_state, p.DB, t.trx_query FROM information_schema.INNODB_TRX t \
+         LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id",
+    )
+    .fetch_all(&db.admin)
+    .await
+    .unwrap();
+    panic!("{n} lock waiters never appeared: {states:?}");
+}
+
+/// Several slots, mixed hold / confirm / cancel / replay from parallel
+/// callers for a few seconds with holds expiring under them; afterwards
+/// (and while it runs) every invariant holds on the rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
+    use rand::{Rng, SeedableRng};
+    let db = TestDb::new().await;
+    let mut slots = Vec::new();
+    for capacity in [1, 2, 3, 5] {
+        slots.push(db.insert_slot(capacity).await);
+    }
+    let slots = Arc::new(slots);
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let apps = warm_apps(&db, 10, Duration::from_millis(400)).await;
+    let responses = together(apps, move |_, app| {
+        let slots = slots.clone();
+        async move {
+            let mut rng = rand::rngs::StdRng::from_rng(&mut rand::rng());
+            let mut mine: Vec<(SlotId, String, Option<String>)> = Vec::new();
+            let mut statuses: BTreeMap<(u16, String), usize> = BTreeMap::new();
+            while Instant::now() < deadline {
+                let roll = rng.random_range(0..100);
+                let (status, body) = if roll < 40 || mine.is_empty() {
+                    let slot = slots[rng.random_range(0..slots.len())];
+                    let key = new_key().to_string();
+                    let response = hold_via_http(&app, slot, &key).await;
+                    let id = (response.0 == 201).then(|| id_of(&response.1));
+                    mine.push((slot, key, id));
+                    response
+                } else {
+                    let (slot, key, id) = mine[rng.random_range(0..mine.len())].clone();
+                    match (roll, id) {
+                        (40..60, _) | (_, None) => hold_via_http(&app, slot, &key).await,
+                        (60..85, Some(id)) => {
+                            read(http::confirm(&app, confirm_request(&id)).await.unwrap())
+                        }
+                        (_, Some(id)) => {
+                            read(http::cancel(&app, cancel_request(&id)).await.unwrap())
+                        }
+                    }
+                };
+                let reason = body["reason"].as_str().unwrap_or("").to_string();
+                *statuses.entry((status, reason)).or_default() += 1;
+            }
+            (
+                0,
+                serde_json::to_value(
+                    statuses
+                        .into_iter()
+                        .map(|((s, r), n)| (format!("{s} {r}"), n))
+                        .collect::<BTreeMap<_, _>>(),
+                )
+                .unwrap(),
+            )
+        }
+    });
+    let monitor = async {
+        // Meanwhile, bookable must never be negative in any committed state.
+        let mut checks = 0;
+        while Instant::now() < deadline {
+            let negative: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT COUNT(*) FROM slots s WHERE CAST(s.remaining AS SIGNED) < \
+                 (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND {})",
+                shared::booking::ACTIVE_HOLD
+            )))
+            .fetch_one(&db.admin)
+            .await
+            .unwrap();
+            assert_eq!(negative, 0, "a committed state oversold");
+            checks += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        checks
+    };
+    let (responses, checks) = tokio::join!(responses, monitor);
+    let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, per_caller) in &responses {
+        for (outcome, n) in per_caller.as_object().unwrap() {
+            *seen.entry(outcome.clone()).or_default() += n.as_u64().unwrap();
+        }
+    }
+    let allowed = [
+        "200 ",
+        "201 ",
+        "409 capacity_exhausted",
+        "409 hold_cancelled",
+        "409 hold_expired",
+    ];
+    for outcome in seen.keys() {
+        assert!(
+            allowed.contains(&outcome.as_str()),
+            "unexpected outcome {outcome}: {seen:?}"
+        );
+    }
+    assert!(
+        seen.get("201 ").copied().unwrap_or(0) > 20,
+        "the workload did real work: {seen:?}"
+    );
+    assert!(seen.get("200 ").copied().unwrap_or(0) > 20, "{seen:?}");
+    assert!(checks > 10);
+    println!("outcomes: {seen:?}, monitor checks: {checks}");
+    db.assert_invariants().await;
+    db.drop().await;
+}
