@@ -5,11 +5,14 @@
 //! Expiry is decided by one clock, the database's (`UTC_TIMESTAMP(6)`), in
 //! SQL, never by comparing against the application's clock.
 
+use crate::cache::{AvailabilityCache, CacheStatus, Served};
 use crate::db::{self, retrying};
 use crate::domain::{Hold, HoldId, HoldStatus, IdempotencyKey, SlotAvailability, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use sqlx::{MySqlConnection, MySqlPool};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// "A hold occupies a seat": the one definition, used by the capacity check
@@ -37,6 +40,10 @@ macro_rules! hold_columns {
 pub struct Booking {
     pool: MySqlPool,
     hold_ttl: Duration,
+    cache: Option<AvailabilityCache>,
+    /// How many projection queries this instance ran: lets operators and
+    /// tests see the cache absorbing reads.
+    projections: Arc<AtomicU64>,
 }
 
 /// What `hold` did: a new hold (201) or the replay of the key's hold (200).
@@ -55,12 +62,43 @@ pub struct Transition {
 }
 
 impl Booking {
-    pub fn new(pool: MySqlPool, hold_ttl: Duration) -> Self {
-        Self { pool, hold_ttl }
+    pub fn new(pool: MySqlPool, hold_ttl: Duration, cache: Option<AvailabilityCache>) -> Self {
+        Self {
+            pool,
+            hold_ttl,
+            cache,
+            projections: Arc::default(),
+        }
     }
 
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
+    }
+
+    pub fn cache(&self) -> Option<&AvailabilityCache> {
+        self.cache.as_ref()
+    }
+
+    /// Projection queries run by this instance so far.
+    pub fn projections_run(&self) -> u64 {
+        self.projections.load(Ordering::Relaxed)
+    }
+
+    /// The availability list as JSON, through the cache when there is one.
+    pub async fn availability_json(&self) -> Result<Served, Error> {
+        let compute = || async {
+            let slots = self.availability().await?;
+            serde_json::to_vec(&slots)
+                .map_err(|err| Error::Internal(sqlx::Error::Encode(Box::new(err))))
+        };
+        match &self.cache {
+            Some(cache) => cache.get_or_compute(compute).await,
+            None => Ok(Served {
+                body: compute().await?,
+                status: CacheStatus::Bypass,
+                age: Duration::ZERO,
+            }),
+        }
     }
 
     /// Every slot with what a client can still book: `remaining` minus the
@@ -79,11 +117,11 @@ impl Booking {
             " GROUP BY slot_id",
             ") a ON a.slot_id = s.id ORDER BY s.id"
         );
-        let rows: Vec<(u64, u32, u64, DateTime<Utc>, DateTime<Utc>)> =
-            retrying("availability", || async {
-                Ok(sqlx::query_as(PROJECTION).fetch_all(&self.pool).await?)
-            })
-            .await?;
+        self.projections.fetch_add(1, Ordering::Relaxed);
+        let rows: Vec<ProjectionRow> = retrying("availability", || async {
+            Ok(sqlx::query_as(PROJECTION).fetch_all(&self.pool).await?)
+        })
+        .await?;
         Ok(rows
             .into_iter()
             .map(
@@ -188,7 +226,9 @@ impl Booking {
     /// `expires_at` has passed. The seat is taken by a conditional decrement
     /// decided by rows affected: no read-then-write of `remaining`.
     pub async fn confirm(&self, hold_id: HoldId) -> Result<Transition, Error> {
-        retrying("confirm", || self.confirm_once(hold_id)).await
+        let done = retrying("confirm", || self.confirm_once(hold_id)).await?;
+        self.invalidate_after_commit(&done).await;
+        Ok(done)
     }
 
     async fn confirm_once(&self, hold_id: HoldId) -> Result<Transition, Error> {
@@ -252,7 +292,19 @@ impl Booking {
     /// leaving the active set; a confirmed one gives its seat back, capped
     /// at capacity. Cancelling a cancelled hold changes nothing.
     pub async fn cancel(&self, hold_id: HoldId) -> Result<Transition, Error> {
-        retrying("cancel", || self.cancel_once(hold_id)).await
+        let done = retrying("cancel", || self.cancel_once(hold_id)).await?;
+        self.invalidate_after_commit(&done).await;
+        Ok(done)
+    }
+
+    /// After the commit, never inside the transaction: a reader recomputing
+    /// in between would cache the pre-commit figures for a whole TTL. A
+    /// hold does not invalidate: the authoritative check is made at hold
+    /// time, and a stream of holds must not keep the cache empty.
+    async fn invalidate_after_commit(&self, done: &Transition) {
+        if let (true, Some(cache)) = (done.changed, &self.cache) {
+            cache.invalidate().await;
+        }
     }
 
     async fn cancel_once(&self, hold_id: HoldId) -> Result<Transition, Error> {
@@ -296,6 +348,9 @@ impl Booking {
         })
     }
 }
+
+/// `(id, capacity, bookable, starts_at, ends_at)`
+type ProjectionRow = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>);
 
 /// A key's hold answers a request for the same slot; for another slot it is
 /// refused, since returning it would hand the client a slot it never asked for.

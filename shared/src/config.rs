@@ -79,6 +79,19 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The database's name: the cache's namespace, so that stages sharing
+    /// one cache never read each other's figures.
+    pub fn database_name(&self) -> String {
+        let path = self
+            .database_url
+            .rsplit_once('/')
+            .map(|(_, tail)| tail)
+            .unwrap_or_default();
+        path.split('?').next().unwrap_or_default().to_string()
+    }
+}
+
 fn seconds(
     lookup: &impl Fn(&str) -> Option<String>,
     key: &'static str,

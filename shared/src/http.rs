@@ -12,10 +12,17 @@ use serde::Serialize;
 
 pub type HandlerResult = Result<Response<Body>, lambda_http::Error>;
 
-/// `GET /slots/availability`
+/// `GET /slots/availability`. `X-Cache` tells how it was served (hit,
+/// stale, miss, bypass) and `Age` how old the figures are, in seconds.
 pub async fn availability(app: &App, _request: Request) -> HandlerResult {
-    Ok(match app.booking.availability().await {
-        Ok(slots) => json(StatusCode::OK, &slots),
+    Ok(match app.booking.availability_json().await {
+        Ok(served) => {
+            let mut response = json_bytes(StatusCode::OK, served.body);
+            let headers = response.headers_mut();
+            headers.insert("x-cache", HeaderValue::from_static(served.status.as_str()));
+            headers.insert(header::AGE, HeaderValue::from(served.age.as_secs()));
+            response
+        }
         Err(err) => error_response(&err),
     })
 }

@@ -4,6 +4,7 @@
 //! environment and hand each request to one handler of [`http`].
 
 pub mod booking;
+pub mod cache;
 pub mod config;
 pub mod db;
 pub mod domain;
@@ -12,6 +13,7 @@ pub mod http;
 pub mod telemetry;
 
 pub use booking::Booking;
+use cache::{AvailabilityCache, CacheSettings};
 pub use config::Config;
 pub use error::Error;
 
@@ -29,9 +31,23 @@ impl App {
 
     /// Builds the app from validated configuration. Connects lazily, so a
     /// database that is briefly away does not fail the cold start.
-    pub fn new(config: Config) -> Result<Self, sqlx::Error> {
-        let pool = db::connect_lazy(&config.database_url, Self::CONNECTIONS_PER_ENVIRONMENT)?;
-        let booking = Booking::new(pool, config.hold_ttl);
+    /// Must be called inside a Tokio runtime (the cache client spawns its
+    /// connection task there).
+    pub fn new(config: Config) -> Result<Self, StartupError> {
+        let pool = db::connect_lazy(&config.database_url, Self::CONNECTIONS_PER_ENVIRONMENT)
+            .map_err(|err| StartupError(format!("invalid DATABASE_URL: {err}")))?;
+        let cache = match &config.redis_url {
+            Some(url) => Some(
+                AvailabilityCache::new(
+                    url,
+                    &config.database_name(),
+                    CacheSettings::new(config.cache_ttl),
+                )
+                .map_err(|err| StartupError(format!("invalid REDIS_URL: {err}")))?,
+            ),
+            None => None,
+        };
+        let booking = Booking::new(pool, config.hold_ttl, cache);
         Ok(Self { config, booking })
     }
 
@@ -54,3 +70,8 @@ impl App {
         }
     }
 }
+
+/// Why a function refused to start: one line for the log.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartupError(pub String);

@@ -2,14 +2,23 @@
 //! that behave like Lambda execution environments (one connection each),
 //! API Gateway v2 events, and the count-based oracle of the invariants.
 
+pub mod proxy;
+
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;
+use shared::cache::{AvailabilityCache, CacheSettings, Keys};
 use shared::domain::{IdempotencyKey, SlotId};
 use shared::{App, Config};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
 use std::str::FromStr;
 use std::time::Duration;
+
+/// The Redis the cache tests use; each test's keys are namespaced by its
+/// database name, so tests never see each other's entries.
+pub fn redis_url() -> String {
+    std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
 
 /// The server the tests use; each test gets its own database on it.
 pub fn server_url() -> String {
@@ -53,6 +62,24 @@ impl TestDb {
 
     pub fn app_with_hold_ttl(&self, hold_ttl: Duration) -> App {
         App::new(self.config(hold_ttl)).expect("app")
+    }
+
+    /// An environment with the availability cache on, `settings` tuned by
+    /// the test, pointing at `redis_url` (which may be a dead address).
+    pub fn cached_app(&self, redis_url: &str, settings: CacheSettings) -> App {
+        let config = Config {
+            redis_url: Some(redis_url.to_string()),
+            cache_ttl: settings.ttl,
+            ..self.config(Duration::from_secs(300))
+        };
+        let pool = shared::db::connect_lazy(&self.url, 1).expect("pool");
+        let cache = AvailabilityCache::new(redis_url, &self.name, settings).expect("cache client");
+        let booking = shared::Booking::new(pool, config.hold_ttl, Some(cache));
+        App { config, booking }
+    }
+
+    pub fn cache_keys(&self) -> Keys {
+        Keys::new(&self.name)
     }
 
     pub fn config(&self, hold_ttl: Duration) -> Config {

@@ -1,0 +1,230 @@
+//! A TCP proxy in front of the test database whose "network" a test can cut
+//! and restore, without touching the database server (which other tests and
+//! people share).
+//!
+//! ```ignore
+//! let proxy = Proxy::start().await;
+//! let app = db.app_through(&proxy);   // DATABASE_URL points at the proxy
+//! proxy.set(Mode::Refuse).await;      // the database is unreachable
+//! proxy.set(Mode::Up).await;          // and back
+//! ```
+
+use crate::{TestDb, server_url};
+use shared::App;
+use sqlx::ConnectOptions;
+use sqlx::mysql::MySqlConnectOptions;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// What the network between the app and the database does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every connection is forwarded to the database.
+    Up,
+    /// Nothing listens: new connections are refused (ECONNREFUSED), as from
+    /// a host whose database process is gone. Forwarded ones are closed.
+    Refuse,
+    /// New connections are accepted and closed at once, as by a proxy or
+    /// load balancer without a healthy target. Forwarded ones are closed.
+    Close,
+    /// Packets vanish, as behind a firewall or a dead host: new connections
+    /// are accepted and never answered, forwarded ones stall. Once the mode
+    /// changes again, all of them are closed.
+    Blackhole,
+}
+
+pub struct Proxy {
+    addr: SocketAddr,
+    mode: watch::Sender<Mode>,
+    /// The mode the accept loop has put in place.
+    applied: watch::Receiver<Mode>,
+    /// Connections through which bytes still flow.
+    flowing: Arc<AtomicUsize>,
+    accept_loop: JoinHandle<()>,
+}
+
+#[derive(Clone)]
+struct Upstream {
+    host: String,
+    port: u16,
+}
+
+impl Proxy {
+    /// Listens on 127.0.0.1 (a free port), forwarding to the test server.
+    pub async fn start() -> Self {
+        let server = MySqlConnectOptions::from_str(&server_url()).expect("TEST_DATABASE_URL");
+        let upstream = Upstream {
+            host: server.get_host().to_string(),
+            port: server.get_port(),
+        };
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let addr = listener.local_addr().expect("proxy address");
+        let (mode, mode_rx) = watch::channel(Mode::Up);
+        let (applied_tx, applied) = watch::channel(Mode::Up);
+        let flowing = Arc::new(AtomicUsize::new(0));
+        let accept_loop = tokio::spawn(accept_loop(
+            listener,
+            addr,
+            upstream,
+            mode_rx,
+            applied_tx,
+            flowing.clone(),
+        ));
+        Self {
+            addr,
+            mode,
+            applied,
+            flowing,
+            accept_loop,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn mode(&self) -> Mode {
+        *self.mode.borrow()
+    }
+
+    /// Switches the network and returns once the switch is complete: the
+    /// listener is in the new state and, unless `Up`, no byte flows through
+    /// any connection forwarded before.
+    pub async fn set(&self, mode: Mode) {
+        self.mode.send_replace(mode);
+        let mut applied = self.applied.clone();
+        applied
+            .wait_for(|applied| *applied == mode)
+            .await
+            .expect("the proxy's accept loop is running");
+        if mode != Mode::Up {
+            while self.flowing.load(Ordering::SeqCst) > 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+
+    /// `url` (a `mysql://` URL of the test server) going through the proxy.
+    pub fn url_for(&self, url: &str) -> String {
+        MySqlConnectOptions::from_str(url)
+            .expect("mysql URL")
+            .host(&self.addr.ip().to_string())
+            .port(self.addr.port())
+            .to_url_lossy()
+            .to_string()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        // Forwarding tasks end on their own when `mode` is dropped.
+        self.accept_loop.abort();
+    }
+}
+
+impl TestDb {
+    /// One Lambda execution environment whose database connection goes
+    /// through `proxy`.
+    pub fn app_through(&self, proxy: &Proxy) -> App {
+        let mut config = self.config(Duration::from_secs(300));
+        config.database_url = proxy.url_for(&self.url);
+        App::new(config).expect("app")
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    addr: SocketAddr,
+    upstream: Upstream,
+    mut mode: watch::Receiver<Mode>,
+    applied: watch::Sender<Mode>,
+    flowing: Arc<AtomicUsize>,
+) {
+    let mut listener = Some(listener);
+    loop {
+        let current = *mode.borrow_and_update();
+        if current == Mode::Refuse {
+            // Closing the listening socket: connects are refused (and any
+            // not yet accepted are reset).
+            listener = None;
+        } else if listener.is_none() {
+            listener = Some(
+                TcpListener::bind(addr)
+                    .await
+                    .expect("bind the proxy's port again"),
+            );
+        }
+        applied.send_replace(current);
+        let Some(open) = &listener else {
+            if mode.changed().await.is_err() {
+                return;
+            }
+            continue;
+        };
+        tokio::select! {
+            changed = mode.changed() => if changed.is_err() { return },
+            accepted = open.accept() => {
+                let Ok((client, _)) = accepted else { continue };
+                match *mode.borrow() {
+                    Mode::Up => {
+                        flowing.fetch_add(1, Ordering::SeqCst);
+                        let guard = Flowing(flowing.clone());
+                        tokio::spawn(forward(client, upstream.clone(), mode.clone(), guard));
+                    }
+                    Mode::Blackhole => {
+                        tokio::spawn(silence(client, mode.clone()));
+                    }
+                    Mode::Close | Mode::Refuse => drop(client),
+                }
+            }
+        }
+    }
+}
+
+/// Counts a connection through which bytes flow until dropped.
+struct Flowing(Arc<AtomicUsize>);
+
+impl Drop for Flowing {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn forward(
+    mut client: TcpStream,
+    upstream: Upstream,
+    mut mode: watch::Receiver<Mode>,
+    flowing: Flowing,
+) {
+    let Ok(mut server) = TcpStream::connect((upstream.host.as_str(), upstream.port)).await else {
+        return;
+    };
+    tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+        _ = mode.wait_for(|mode| *mode != Mode::Up) => {}
+    }
+    if *mode.borrow() == Mode::Blackhole {
+        // Stalled: both ends stay open, and nothing moves.
+        drop(flowing);
+        let _ = mode.wait_for(|mode| *mode != Mode::Blackhole).await;
+    } else {
+        drop(client);
+        drop(server);
+        drop(flowing);
+    }
+}
+
+/// A connection accepted into the void: never answered, closed once the
+/// network changes again.
+async fn silence(client: TcpStream, mut mode: watch::Receiver<Mode>) {
+    let _ = mode.wait_for(|mode| *mode != Mode::Blackhole).await;
+    drop(client);
+}
