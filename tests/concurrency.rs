@@ -207,9 +207,10 @@ async fn parallel_holds_with_one_key_on_different_slots_create_one_hold_and_refu
 /// does not count H1; a confirm of H1 that passed its first expiry check
 /// before that moment must not succeed afterwards, or bookable becomes −1.
 ///
-/// Driven deterministically: the test holds the slot's row lock while H2's
-/// hold and H1's confirm queue behind it, lets H1's expiry pass, then
-/// releases the lock.
+/// Driven deterministically: the test holds the slot's row lock; the
+/// confirm of H1 passes its first check while H1 is active and queues on
+/// the lock; H1 expires; H2's hold, which now sees a free seat, queues
+/// too; then the lock is released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookable_stays_non_negative()
  {
@@ -221,6 +222,7 @@ async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookabl
     let (status, h1) = hold_via_http(&holder, slot, &new_key().to_string()).await;
     assert_eq!(status, 201);
     let h1_id = id_of(&h1);
+    let h1_expires = Instant::now() + ttl;
 
     let mut blocker = db.admin.begin().await.unwrap();
     sqlx::query("SELECT id FROM slots WHERE id = ? FOR UPDATE")
@@ -228,12 +230,6 @@ async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookabl
         .execute(&mut *blocker)
         .await
         .unwrap();
-    let started = Instant::now();
-    // H2 queues first on the slot lock…
-    let h2 =
-        tokio::spawn(async move { hold_via_http(&holder, slot, &new_key().to_string()).await });
-    wait_for_lock_waiters(&db, 1).await;
-    // …then the confirm, whose hold-row check runs now, before the expiry.
     let confirm = tokio::spawn(async move {
         read(
             http::confirm(&confirmer, confirm_request(&h1_id))
@@ -241,12 +237,18 @@ async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookabl
                 .unwrap(),
         )
     });
-    wait_for_lock_waiters(&db, 2).await;
+    wait_for_lock_waiters(&db, 1).await;
     assert!(
-        started.elapsed() < ttl / 2,
-        "both queued well before H1 expires"
+        Instant::now() < h1_expires,
+        "the confirm queued while H1 was active"
     );
-    tokio::time::sleep(ttl + Duration::from_millis(200) - started.elapsed().min(ttl)).await;
+    tokio::time::sleep(
+        h1_expires.saturating_duration_since(Instant::now()) + Duration::from_millis(100),
+    )
+    .await;
+    let h2 =
+        tokio::spawn(async move { hold_via_http(&holder, slot, &new_key().to_string()).await });
+    wait_for_lock_waiters(&db, 2).await;
     blocker.rollback().await.unwrap();
 
     let (h2, confirm) = (h2.await.unwrap(), confirm.await.unwrap());
@@ -350,14 +352,29 @@ async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
         // Meanwhile, bookable must never be negative in any committed state.
         let mut checks = 0;
         while Instant::now() < deadline {
-            let negative: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            // The snapshot first, then the clock: judged at a time after
+            // the snapshot, a hold that expired (and whose seat was resold)
+            // between a statement's start and its snapshot cannot pass for
+            // active. That gap once flagged two slots under heavy load.
+            let mut tx = db
+                .admin
+                .begin_with("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                .await
+                .unwrap();
+            let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT UTC_TIMESTAMP(6)")
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            let negative: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM slots s WHERE CAST(s.remaining AS SIGNED) < \
-                 (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND {})",
-                shared::booking::ACTIVE_HOLD
-            )))
-            .fetch_one(&db.admin)
+                 (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id \
+                  AND h.status = 'held' AND h.expires_at > ?)",
+            )
+            .bind(now)
+            .fetch_one(&mut *tx)
             .await
             .unwrap();
+            tx.rollback().await.unwrap();
             assert_eq!(negative, 0, "a committed state oversold");
             checks += 1;
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -183,34 +183,54 @@ async fn wait_until_gone(db: &TestDb, id: u64) {
     .await;
 }
 
-/// Locks the slot's row from an admin connection, as a competing
-/// transaction would: the app's transactions that need it block inside.
-async fn lock_slot(db: &TestDb, slot: SlotId) -> Transaction<'static, MySql> {
-    let mut tx = db.admin.begin().await.expect("begin");
-    sqlx::query("SELECT id FROM slots WHERE id = ? FOR UPDATE")
-        .bind(slot.0)
-        .fetch_one(&mut *tx)
-        .await
-        .expect("lock the slot row");
-    tx
+/// The slot's row locked from an admin connection, as by a competing
+/// transaction: the app's transactions that need it block inside.
+struct SlotLock {
+    tx: Transaction<'static, MySql>,
+    /// The locking connection, which is not a waiter.
+    connection: u64,
 }
 
-/// The connection of a transaction of this test's database that waits for a
-/// row lock, other than those in `seen`.
-async fn lock_waiter(db: &TestDb, seen: &[u64]) -> u64 {
-    eventually("a request waits for the slot's row lock", || async {
-        let waiting: Vec<u64> = sqlx::query_scalar(
-            "SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t \
-             JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
-             WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?",
-        )
-        .bind(&db.name)
-        .fetch_all(&db.admin)
+impl SlotLock {
+    async fn take(db: &TestDb, slot: SlotId) -> Self {
+        let mut tx = db.admin.begin().await.expect("begin");
+        let connection = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
+            .fetch_one(&mut *tx)
+            .await
+            .expect("CONNECTION_ID()");
+        sqlx::query("SELECT id FROM slots WHERE id = ? FOR UPDATE")
+            .bind(slot.0)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("lock the slot row");
+        Self { tx, connection }
+    }
+
+    async fn release(self) {
+        self.tx.rollback().await.expect("release the slot row");
+    }
+
+    /// The connection, other than those in `seen`, of a statement on
+    /// `slots` that is still running: with the row locked, one that waits
+    /// for it, inside its transaction. (PROCESSLIST rather than INNODB_TRX:
+    /// the latter is a cache that is not refreshed while read more often
+    /// than every 100 ms, by any session.)
+    async fn waiter(&self, db: &TestDb, seen: &[u64]) -> u64 {
+        eventually("a request waits for the slot's row lock", || async {
+            let running: Vec<u64> = sqlx::query_scalar(
+                "SELECT CAST(ID AS UNSIGNED) FROM information_schema.PROCESSLIST \
+                 WHERE DB = ? AND ID <> ? AND ID <> CONNECTION_ID() \
+                 AND COMMAND <> 'Sleep' AND INFO LIKE '%slots%'",
+            )
+            .bind(&db.name)
+            .bind(self.connection)
+            .fetch_all(&db.admin)
+            .await
+            .expect("processlist");
+            running.into_iter().find(|id| !seen.contains(id))
+        })
         .await
-        .expect("innodb_trx");
-        waiting.into_iter().find(|id| !seen.contains(id))
-    })
-    .await
+    }
 }
 
 /// Starts `request` while the slot's row is locked, and kills the
@@ -222,19 +242,15 @@ async fn kill_attempts_waiting_for<F>(
     slot: SlotId,
     kills: usize,
     request: F,
-) -> (
-    Vec<u64>,
-    Transaction<'static, MySql>,
-    tokio::task::JoinHandle<Answer>,
-)
+) -> (Vec<u64>, SlotLock, tokio::task::JoinHandle<Answer>)
 where
     F: Future<Output = Answer> + Send + 'static,
 {
-    let lock = lock_slot(db, slot).await;
+    let lock = SlotLock::take(db, slot).await;
     let running = tokio::spawn(request);
     let mut killed = Vec::new();
     for _ in 0..kills {
-        let victim = lock_waiter(db, &killed).await;
+        let victim = lock.waiter(db, &killed).await;
         kill(db, Kill::Connection, victim).await;
         killed.push(victim);
     }
@@ -249,9 +265,9 @@ where
     F: Future<Output = Answer> + Send + 'static,
 {
     let (killed, lock, running) = kill_attempts_waiting_for(db, slot, 1, request).await;
-    let retry = lock_waiter(db, &killed).await;
+    let retry = lock.waiter(db, &killed).await;
     assert_ne!(retry, killed[0], "the retry runs on a new connection");
-    lock.rollback().await.expect("release the slot");
+    lock.release().await;
     running.await.expect("request task")
 }
 
@@ -398,7 +414,7 @@ async fn a_hold_killed_on_every_attempt_answers_503_writes_nothing_and_the_next_
     // The service retries a lost connection once: kill both attempts.
     let (_, lock, running) = kill_attempts_waiting_for(&db, slot, 2, request).await;
     let answered = running.await.expect("request task");
-    lock.rollback().await.expect("release the slot");
+    lock.release().await;
     answered.assert_unavailable("hold killed twice");
     assert_eq!(holds_with_key(&db, &k).await, 0, "no hold row");
     db.assert_invariants().await;
@@ -423,7 +439,7 @@ async fn a_confirm_killed_on_every_attempt_answers_503_and_leaves_hold_and_remai
     };
     let (_, lock, running) = kill_attempts_waiting_for(&db, slot, 2, request).await;
     let answered = running.await.expect("request task");
-    lock.rollback().await.expect("release the slot");
+    lock.release().await;
     answered.assert_unavailable("confirm killed twice");
     assert_eq!(status_of(&db, &id).await, "held");
     assert_eq!(db.slot(slot).await, (1, 1), "no seat consumed");
@@ -442,20 +458,43 @@ async fn a_statement_interrupted_by_kill_query_inside_a_hold_is_retried_and_answ
     let app = db.app();
     let slot = db.insert_slot(1).await;
     let k = key();
-    let lock = lock_slot(&db, slot).await;
+    let lock = SlotLock::take(&db, slot).await;
     let running = {
         let (app, k) = (app.clone(), k.clone());
         tokio::spawn(async move { hold(&app, slot, &k).await })
     };
-    let victim = lock_waiter(&db, &[]).await;
+    let victim = lock.waiter(&db, &[]).await;
     kill(&db, Kill::Query, victim).await;
     // The session survives; whether the retry comes before or after the
     // release, it gets the lock.
-    lock.rollback().await.expect("release the slot");
+    lock.release().await;
     let answered = running.await.expect("request task");
     answered.assert_status(201, "hold after KILL QUERY");
     assert_eq!(holds_with_key(&db, &k).await, 1);
     db.assert_invariants().await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_row_lock_wait_that_times_out_answers_503_promptly_and_writes_nothing() {
+    let db = TestDb::new().await;
+    let app = db.app();
+    let slot = db.insert_slot(1).await;
+    let k = key();
+    // A competing transaction keeps the slot row for longer than the
+    // session's lock wait timeout (3 s).
+    let lock = SlotLock::take(&db, slot).await;
+    let started = Instant::now();
+    let answered = hold(&app, slot, &k).await;
+    let took = started.elapsed();
+    lock.release().await;
+    answered.assert_unavailable("hold behind a lock held too long");
+    assert!(took < PROMPTLY, "answered 503 only after {took:?}");
+    assert_eq!(holds_with_key(&db, &k).await, 0, "no hold row");
+    db.assert_invariants().await;
+    hold(&app, slot, &k)
+        .await
+        .assert_status(201, "the retried hold once the lock is free");
     db.drop().await;
 }
 
@@ -515,7 +554,12 @@ async fn client(app: App, slots: [SlotId; 2], until: Instant) -> Tally {
             key: k,
             states: vec!["held"],
         };
-        let plan = rand::random_range(0..10);
+        // On the scarce slot every hold ends cancelled, so that its seats
+        // keep changing hands under contention.
+        let plan = match rand::random_range(0..10) {
+            plan if slot == slots[0] => 3 + plan % 6,
+            plan => plan,
+        };
         let steps: &[(&'static str, &'static str)] = match plan {
             0..=2 => &[("confirm", "confirmed")],
             3..=5 => &[("confirm", "confirmed"), ("cancel", "cancelled")],
@@ -586,7 +630,7 @@ async fn killer(db_name: String, until: Instant) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_connections_killed_at_random_every_answer_is_clean_and_every_hold_told_exists() {
     let db = TestDb::new().await;
-    let scarce = db.insert_slot(3).await;
+    let scarce = db.insert_slot(2).await;
     let ample = db.insert_slot(1000).await;
     let apps: Vec<App> = (0..4).map(|_| db.app()).collect();
     let until = Instant::now() + Duration::from_secs(2);
@@ -741,6 +785,54 @@ async fn a_request_made_during_a_brief_outage_succeeds_when_the_database_returns
     proxy.set(Mode::Up).await;
     let answered = running.await.expect("request task");
     answered.assert_status(201, "hold that waited out the outage");
+    db.assert_invariants().await;
+    db.drop().await;
+}
+
+/// The function timeout of `template.yaml`: past it Lambda kills the
+/// invocation and API Gateway answers a bare 500, so the app must have
+/// answered 503 itself before.
+const FUNCTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn a_request_in_flight_when_the_network_goes_silent_answers_503_before_the_function_times_out()
+ {
+    let db = TestDb::new().await;
+    let proxy = Proxy::start().await;
+    let app = db.app_through(&proxy);
+    let slot = db.insert_slot(1).await;
+    let k = key();
+    // The hold's transaction is inside the server, waiting for the row lock
+    // (the admin connection does not go through the proxy).
+    let lock = SlotLock::take(&db, slot).await;
+    let started = Instant::now();
+    let running = {
+        let (app, k) = (app.clone(), k.clone());
+        tokio::spawn(async move { hold(&app, slot, &k).await })
+    };
+    lock.waiter(&db, &[]).await;
+    // The network goes silent; the server's answer never arrives.
+    proxy.set(Mode::Blackhole).await;
+    lock.release().await;
+    let answered = tokio::time::timeout(FUNCTION_TIMEOUT + Duration::from_secs(5), running)
+        .await
+        .expect("the request hangs past the function timeout")
+        .expect("request task");
+    let took = started.elapsed();
+    answered.assert_unavailable("hold cut off mid-transaction");
+    assert!(took < FUNCTION_TIMEOUT, "answered 503 only after {took:?}");
+
+    proxy.set(Mode::Up).await;
+    // The server rolled the cut-off transaction back when its connection
+    // closed; whether it had committed or not, the client's retry is safe.
+    let retried = hold(&app, slot, &k).await;
+    assert!(
+        matches!(retried.status, 200 | 201),
+        "the retried hold: {} {}",
+        retried.status,
+        retried.body
+    );
+    assert_eq!(holds_with_key(&db, &k).await, 1);
     db.assert_invariants().await;
     db.drop().await;
 }

@@ -26,6 +26,36 @@ macro_rules! active_hold {
 }
 pub const ACTIVE_HOLD: &str = active_hold!();
 
+/// What slot `$s` has bookable, computed from the held-seats counter in
+/// time independent of its active holds (docs/DESIGN.md):
+/// `slots.held` counts the slot's `held` holds that expire after
+/// `slots.reclaimed_until`; those among them already expired (few, since
+/// reclaims and the sweeper move the watermark) are added back. The result
+/// equals `remaining − (holds matching ACTIVE_HOLD)`, which the tests check
+/// as the oracle. SIGNED: on the UNSIGNED columns a negative intermediate
+/// would be error 1690.
+macro_rules! bookable {
+    ($s:literal) => {
+        concat!(
+            "(CAST(",
+            $s,
+            ".remaining AS SIGNED) - CAST(",
+            $s,
+            ".held AS SIGNED) + ",
+            "(SELECT COUNT(*) FROM holds x WHERE x.slot_id = ",
+            $s,
+            ".id AND x.status = 'held' ",
+            "AND x.expires_at > ",
+            $s,
+            ".reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)))"
+        )
+    };
+}
+
+/// [`bookable!`] for a slot aliased `s`: for operators' queries and the
+/// tests that hold it against the count-based oracle.
+pub const SLOT_BOOKABLE: &str = bookable!("s");
+
 /// The columns of the hold resource, in `HoldRow`'s order.
 macro_rules! hold_columns {
     () => {
@@ -102,20 +132,17 @@ impl Booking {
     }
 
     /// Every slot with what a client can still book: `remaining` minus the
-    /// slot's active holds, never below 0, ordered by slot id. One query.
+    /// slot's active holds, never below 0, ordered by slot id. One query;
+    /// its cost does not grow with the number of active holds (see
+    /// [`bookable!`]).
     pub async fn availability(&self) -> Result<Vec<SlotAvailability>, Error> {
-        // The subtraction is done SIGNED and clamped: on the UNSIGNED
-        // columns a negative intermediate is error 1690 and would fail the
-        // whole list.
+        // Clamped at 0: an operator's out-of-band change must not fail the
+        // whole list (on UNSIGNED columns a negative intermediate would be
+        // error 1690, hence the SIGNED arithmetic inside `bookable!`).
         const PROJECTION: &str = concat!(
-            "SELECT s.id, s.capacity, ",
-            "CAST(GREATEST(CAST(s.remaining AS SIGNED) - COALESCE(a.held, 0), 0) AS UNSIGNED) AS bookable, ",
-            "s.starts_at, s.ends_at ",
-            "FROM slots s LEFT JOIN (",
-            "SELECT slot_id, COUNT(*) AS held FROM holds WHERE ",
-            active_hold!(),
-            " GROUP BY slot_id",
-            ") a ON a.slot_id = s.id ORDER BY s.id"
+            "SELECT s.id, s.capacity, CAST(GREATEST(",
+            bookable!("s"),
+            ", 0) AS UNSIGNED) AS bookable, s.starts_at, s.ends_at FROM slots s ORDER BY s.id"
         );
         self.projections.fetch_add(1, Ordering::Relaxed);
         let rows: Vec<ProjectionRow> = retrying("availability", || async {
@@ -138,55 +165,80 @@ impl Booking {
 
     /// Places a hold on one seat of `slot_id` for the configured hold TTL.
     ///
-    /// Guarantees: never more active holds than `remaining` (the slot row is
-    /// locked before anything is read), one hold per idempotency key (the
-    /// UNIQUE index), and a replay of a key returns its original hold,
-    /// whatever its state now. A key used for another slot is refused.
+    /// Guarantees: never more active holds than `remaining` (the seat is
+    /// claimed by a conditional increment of `slots.held` under the slot's
+    /// row lock), one hold per idempotency key (the UNIQUE index), and a
+    /// replay of a key returns its original hold, whatever its state now.
+    /// A key used for another slot is refused. A slot with no bookable
+    /// seat is refused without waiting for its row lock.
     pub async fn hold(&self, slot_id: SlotId, key: &IdempotencyKey) -> Result<HoldOutcome, Error> {
         retrying("hold", || self.hold_once(slot_id, key)).await
     }
 
     async fn hold_once(&self, slot_id: SlotId, key: &IdempotencyKey) -> Result<HoldOutcome, Error> {
-        // 1. Ordinary retries are answered without taking the slot's lock.
-        //    An optimisation only: the guarantee is the UNIQUE index.
-        if let Some(hold) = find_by_key(&self.pool, key).await? {
-            return replay(hold, slot_id);
+        // 1. One plain read, no lock: the key's hold, if any, and what the
+        //    slot has bookable right now, in one snapshot. Key first (an
+        //    ordinary retry is a replay), then the slot. A sold-out slot is
+        //    refused here, so a storm of holds on it never queues on the
+        //    row lock: "full" is true at this snapshot, and the key was not
+        //    used at this snapshot either, so 409 is a correct answer.
+        const PRECHECK: &str = concat!(
+            "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, ",
+            "(SELECT ",
+            bookable!("s"),
+            " FROM slots s WHERE s.id = ?) AS bookable"
+        );
+        let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(PRECHECK)
+            .bind(key.as_str())
+            .bind(slot_id.0)
+            .fetch_one(&self.pool)
+            .await?;
+        if let Some(id) = key_hold {
+            let hold = find_by_id(&self.pool, HoldId(id)).await?;
+            return replay(hold.ok_or(Error::HoldNotFound(HoldId(id)))?, slot_id);
+        }
+        match bookable {
+            None => return Err(Error::SlotNotFound(slot_id)),
+            Some(bookable) if bookable <= 0 => return Err(Error::CapacityExhausted(slot_id)),
+            Some(_) => {}
         }
 
         let mut tx = self.pool.begin().await?;
-        // 2. Lock the slot row FIRST. Under REPEATABLE READ the snapshot is
-        //    taken by the first plain read; a plain read before this lock
-        //    would freeze a snapshot that misses a competitor's hold
-        //    committed while we waited, and the count below would oversell.
-        let remaining: Option<u32> =
-            sqlx::query_scalar("SELECT remaining FROM slots WHERE id = ? FOR UPDATE")
-                .bind(slot_id.0)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let Some(remaining) = remaining else {
-            return Err(Error::SlotNotFound(slot_id));
-        };
-        // 3. Look the key up again: a request with the same key may have
-        //    committed while we waited for the lock. Without this it would
-        //    be counted below, and a full slot would answer 409 instead of
-        //    replaying it.
-        if let Some(hold) = find_by_key(&mut *tx, key).await? {
-            return replay(hold, slot_id);
-        }
-        // 4. Count the active holds: every one of them was inserted under
-        //    this same lock, so the snapshot taken after it sees them all.
-        let active: i64 = sqlx::query_scalar(concat!(
-            "SELECT COUNT(*) FROM holds WHERE slot_id = ? AND ",
-            active_hold!()
-        ))
+        // 2. Claim a seat: the condition is inside the write, and the write
+        //    takes the slot's row lock. It is the transaction's first
+        //    statement, so no snapshot exists yet: every plain read below
+        //    sees all that committed before the lock was granted.
+        let claimed = sqlx::query(
+            "UPDATE slots SET held = held + 1, updated_at = UTC_TIMESTAMP(6) \
+             WHERE id = ? AND held < remaining",
+        )
         .bind(slot_id.0)
-        .fetch_one(&mut *tx)
-        .await?;
-        if active >= i64::from(remaining) {
-            return Err(Error::CapacityExhausted(slot_id));
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if claimed == 0 {
+            // 2b. Full by the counter. Give back the seats of holds that
+            //     expired since the last reclaim, then claim if one is free.
+            let Some(counters) = reclaim_locked(&mut tx, slot_id).await? else {
+                return Err(Error::SlotNotFound(slot_id));
+            };
+            // A request with the same key may have committed while we
+            // waited for the lock: on a full slot it must be replayed, not
+            // refused (on a slot with room the UNIQUE index catches it).
+            if let Some(hold) = find_by_key(&mut *tx, key).await? {
+                return replay(hold, slot_id);
+            }
+            if counters.held >= counters.remaining {
+                tx.commit().await?; // keep the reclaim
+                return Err(Error::CapacityExhausted(slot_id));
+            }
+            sqlx::query("UPDATE slots SET held = held + 1 WHERE id = ?")
+                .bind(slot_id.0)
+                .execute(&mut *tx)
+                .await?;
         }
-        // 5. Insert. A concurrent request with the same key for another
-        //    slot is not serialised by this lock: the UNIQUE index decides.
+        // 3. Insert. A concurrent request with the same key waits here on
+        //    the UNIQUE index until we commit, then fails and replays us.
         let ttl_micros = i64::try_from(self.hold_ttl.as_micros()).unwrap_or(i64::MAX);
         let inserted = sqlx::query(
             "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, created_at, updated_at) \
@@ -200,7 +252,7 @@ impl Booking {
         let id = match inserted {
             Ok(done) => HoldId(done.last_insert_id()),
             Err(err) if db::is_unique_violation(&err) => {
-                drop(tx);
+                drop(tx); // rolls the claim back
                 // The winner has committed (the index waited for it): its
                 // hold is the answer.
                 return match find_by_key(&self.pool, key).await? {
@@ -232,52 +284,48 @@ impl Booking {
     }
 
     async fn confirm_once(&self, hold_id: HoldId) -> Result<Transition, Error> {
-        let mut tx = self.pool.begin().await?;
-        // Lock the hold: two confirms of one hold cannot both pass the checks.
-        let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
-        // Order matters: "already confirmed" first, or a confirmed hold
-        // would turn into hold_expired once its expires_at has passed.
-        match hold.status {
-            HoldStatus::Confirmed => {
-                return Ok(Transition {
-                    hold,
-                    changed: false,
-                });
-            }
-            HoldStatus::Cancelled => return Err(Error::HoldCancelled(hold_id)),
-            HoldStatus::Held if expired => return Err(Error::HoldExpired(hold_id)),
-            HoldStatus::Held => {}
+        // A plain read answers the final states without any lock, and
+        // tells which slot to lock.
+        let (hold, expired) = find_with_expiry(&self.pool, hold_id).await?;
+        let slot_id = hold.slot_id;
+        if let Some(done) = confirm_decided(hold, expired)? {
+            return Ok(done);
         }
-        // Consume the seat: check and write are one statement.
+        let mut tx = self.pool.begin().await?;
+        // Lock order of every transaction: the slot row, then hold rows.
+        lock_slot(&mut tx, slot_id).await?;
+        // Check again under the locks, in this order: "already confirmed"
+        // first (a confirmed hold stays confirmable after its expiry), then
+        // cancelled, then expired. The expiry is decided here, after the
+        // slot's lock: hold creation decides "still active?" under that
+        // same lock, so the two decisions are serialised. A hold created
+        // after the expiry that did not count this one can never see it
+        // confirmed (bookable would be −1).
+        let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
+        if let Some(done) = confirm_decided(hold, expired)? {
+            return Ok(done);
+        }
+        // Consume the seat: check and write are one statement. The hold is
+        // active, so it is counted in `held` (expires_at > now >=
+        // reclaimed_until); the guard only absorbs out-of-band edits.
         let consumed = sqlx::query(
-            "UPDATE slots SET remaining = remaining - 1, updated_at = UTC_TIMESTAMP(6) \
-             WHERE id = ? AND remaining > 0",
+            "UPDATE slots SET remaining = remaining - 1, held = held - IF(held > 0, 1, 0), \
+             updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining > 0",
         )
-        .bind(hold.slot_id.0)
+        .bind(slot_id.0)
         .execute(&mut *tx)
         .await?
         .rows_affected();
         if consumed == 0 {
-            return Err(Error::CapacityExhausted(hold.slot_id));
+            return Err(Error::CapacityExhausted(slot_id));
         }
-        // The expiry boundary: hold creation decides "still active?" under
-        // the slot's row lock, which the decrement above now holds. Decide
-        // "expired?" again now, in the write itself, so the two decisions
-        // are serialised by that lock: a hold created after the expiry that
-        // did not count this one can never see it confirmed (bookable −1).
-        let marked = sqlx::query(concat!(
-            "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), ",
-            "updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND ",
-            active_hold!()
-        ))
+        sqlx::query(
+            "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
+             updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
+        )
         .bind(hold_id.0)
         .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if marked == 0 {
-            // Dropping the transaction rolls the decrement back.
-            return Err(Error::HoldExpired(hold_id));
-        }
+        .await?;
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
@@ -308,8 +356,16 @@ impl Booking {
     }
 
     async fn cancel_once(&self, hold_id: HoldId) -> Result<Transition, Error> {
+        let (hold, _) = find_with_expiry(&self.pool, hold_id).await?;
+        if hold.status == HoldStatus::Cancelled {
+            return Ok(Transition {
+                hold,
+                changed: false,
+            });
+        }
         let mut tx = self.pool.begin().await?;
-        let (hold, _expired) = lock_hold(&mut tx, hold_id).await?;
+        lock_slot(&mut tx, hold.slot_id).await?;
+        let (hold, _) = lock_hold(&mut tx, hold_id).await?;
         match hold.status {
             HoldStatus::Cancelled => {
                 return Ok(Transition {
@@ -317,7 +373,18 @@ impl Booking {
                     changed: false,
                 });
             }
-            HoldStatus::Held => {}
+            HoldStatus::Held => {
+                // Release its claim on `held`, unless a reclaim already did
+                // (it expired at or before the slot's reclaim watermark).
+                sqlx::query(
+                    "UPDATE slots SET held = held - 1, updated_at = UTC_TIMESTAMP(6) \
+                     WHERE id = ? AND held > 0 AND reclaimed_until < ?",
+                )
+                .bind(hold.slot_id.0)
+                .bind(hold.expires_at)
+                .execute(&mut *tx)
+                .await?;
+            }
             HoldStatus::Confirmed => {
                 // Only a confirmation consumed a seat, so only its
                 // cancellation returns one; the cap means no sequence of
@@ -347,6 +414,109 @@ impl Booking {
             changed: true,
         })
     }
+
+    /// The sweeper: gives back the seats of expired holds on up to
+    /// `max_slots` slots, one short transaction per slot. Correctness never
+    /// waits for it (expiry is exact without it); it keeps the per-slot
+    /// count of "expired but still counted" holds small, which keeps the
+    /// availability projection and the hold pre-check cheap.
+    /// Returns how many holds were reclaimed.
+    pub async fn reclaim_expired(&self, max_slots: u32) -> Result<u64, Error> {
+        const DUE: &str = "SELECT DISTINCT h.slot_id FROM holds h JOIN slots s ON s.id = h.slot_id \
+             WHERE h.status = 'held' AND h.expires_at <= UTC_TIMESTAMP(6) \
+             AND h.expires_at > s.reclaimed_until LIMIT ?";
+        let due: Vec<u64> = sqlx::query_scalar(DUE)
+            .bind(max_slots)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut reclaimed = 0;
+        for slot in due {
+            reclaimed += retrying("reclaim", || async {
+                let mut tx = self.pool.begin().await?;
+                let counters = reclaim_locked(&mut tx, SlotId(slot)).await?;
+                tx.commit().await?;
+                Ok(counters.map_or(0, |c| c.reclaimed))
+            })
+            .await?;
+        }
+        Ok(reclaimed)
+    }
+}
+
+/// A slot's counters after [`reclaim_locked`].
+struct Counters {
+    remaining: u32,
+    held: u32,
+    reclaimed: u64,
+}
+
+/// Under the slot's row lock (taken here, first): subtracts from `held` the
+/// holds that expired since the slot's reclaim watermark and moves the
+/// watermark to now. Afterwards `held` is exactly the slot's active holds.
+/// `None` when the slot does not exist.
+async fn reclaim_locked(
+    conn: &mut MySqlConnection,
+    slot_id: SlotId,
+) -> Result<Option<Counters>, Error> {
+    let row: Option<(u32, u32, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT remaining, held, reclaimed_until, UTC_TIMESTAMP(6) FROM slots WHERE id = ? FOR UPDATE",
+    )
+    .bind(slot_id.0)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((remaining, held, watermark, now)) = row else {
+        return Ok(None);
+    };
+    // Every hold of this slot is inserted, confirmed or cancelled under
+    // this lock, so this count cannot miss or double one.
+    let expired: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM holds WHERE slot_id = ? AND status = 'held' \
+         AND expires_at > ? AND expires_at <= ?",
+    )
+    .bind(slot_id.0)
+    .bind(watermark)
+    .bind(now)
+    .fetch_one(&mut *conn)
+    .await?;
+    let expired = u32::try_from(expired).unwrap_or(u32::MAX);
+    if expired > 0 {
+        sqlx::query(
+            "UPDATE slots SET held = held - LEAST(held, ?), reclaimed_until = ? WHERE id = ?",
+        )
+        .bind(expired)
+        .bind(now)
+        .bind(slot_id.0)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(Some(Counters {
+        remaining,
+        held: held.saturating_sub(expired),
+        reclaimed: u64::from(expired),
+    }))
+}
+
+/// The confirm decisions that need no write, in the required order:
+/// confirmed → replay; cancelled → refused; expired → refused.
+fn confirm_decided(hold: Hold, expired: bool) -> Result<Option<Transition>, Error> {
+    match hold.status {
+        HoldStatus::Confirmed => Ok(Some(Transition {
+            hold,
+            changed: false,
+        })),
+        HoldStatus::Cancelled => Err(Error::HoldCancelled(hold.id)),
+        HoldStatus::Held if expired => Err(Error::HoldExpired(hold.id)),
+        HoldStatus::Held => Ok(None),
+    }
+}
+
+async fn lock_slot(conn: &mut MySqlConnection, slot_id: SlotId) -> Result<(), Error> {
+    sqlx::query("SELECT id FROM slots WHERE id = ? FOR UPDATE")
+        .bind(slot_id.0)
+        .fetch_optional(conn)
+        .await?
+        .ok_or(Error::SlotNotFound(slot_id))?;
+    Ok(())
 }
 
 /// `(id, capacity, bookable, starts_at, ends_at)`
@@ -374,13 +544,27 @@ async fn lock_hold(conn: &mut MySqlConnection, id: HoldId) -> Result<(Hold, bool
         hold_columns!(),
         ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ? FOR UPDATE"
     );
-    let row: Option<(HoldRow, bool)> = sqlx::query_as::<_, HoldRowExpired>(SQL)
+    let row = sqlx::query_as::<_, HoldRowExpired>(SQL)
         .bind(id.0)
         .fetch_optional(conn)
-        .await?
-        .map(|r| (r.row, r.expired));
-    let (row, expired) = row.ok_or(Error::HoldNotFound(id))?;
-    Ok((row.into_hold()?, expired))
+        .await?;
+    let row = row.ok_or(Error::HoldNotFound(id))?;
+    Ok((row.row.into_hold()?, row.expired))
+}
+
+/// The same read without a lock.
+async fn find_with_expiry(pool: &MySqlPool, id: HoldId) -> Result<(Hold, bool), Error> {
+    const SQL: &str = concat!(
+        "SELECT ",
+        hold_columns!(),
+        ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?"
+    );
+    let row = sqlx::query_as::<_, HoldRowExpired>(SQL)
+        .bind(id.0)
+        .fetch_optional(pool)
+        .await?;
+    let row = row.ok_or(Error::HoldNotFound(id))?;
+    Ok((row.row.into_hold()?, row.expired))
 }
 
 async fn find_by_key<'c, E>(conn: E, key: &IdempotencyKey) -> Result<Option<Hold>, Error>

@@ -1,13 +1,14 @@
 //! MySQL pool set-up, embedded migrations, and the classification of
 //! database failures into "retry the transaction" and "unavailable".
 
+use crate::config::{ProxyDatabase, Secret};
 use crate::error::Error;
 use sqlx::migrate::Migrator;
-use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
-use sqlx::{Executor, MySqlPool};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPoolOptions};
+use sqlx::{ConnectOptions, Executor, MySqlPool};
 use std::future::Future;
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The schema, embedded in every binary that needs it.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
@@ -30,10 +31,125 @@ const SESSION_SETUP: &str = "SET SESSION innodb_lock_wait_timeout = 3";
 /// environment was frozen (or was killed by the server) is replaced instead
 /// of failing the request.
 pub fn connect_lazy(database_url: &str, max_connections: u32) -> Result<MySqlPool, sqlx::Error> {
-    let options = MySqlConnectOptions::from_str(database_url)?
+    Ok(connect_lazy_with(
+        url_options(database_url)?,
+        max_connections,
+    ))
+}
+
+/// [`connect_lazy`] with options already built (e.g. with a password from
+/// Secrets Manager added).
+pub fn connect_lazy_with(options: MySqlConnectOptions, max_connections: u32) -> MySqlPool {
+    pool_options(max_connections).connect_lazy_with(options)
+}
+
+/// Connect options from a `mysql://` URL.
+pub fn url_options(database_url: &str) -> Result<MySqlConnectOptions, sqlx::Error> {
+    Ok(MySqlConnectOptions::from_str(database_url)?
         // All times are UTC; sqlx sets this already, say it anyway.
-        .timezone(Some(String::from("+00:00")));
-    Ok(pool_options(max_connections).connect_lazy_with(options))
+        .timezone(Some(String::from("+00:00"))))
+}
+
+/// The URL of the database behind RDS Proxy, without the password (which
+/// comes from Secrets Manager and is added to the options, never to a URL).
+///
+/// The proxy requires TLS; its certificate chains to a public Amazon root
+/// that the bundled webpki roots include, so the connection verifies both
+/// the chain and the host name (`VERIFY_IDENTITY`).
+pub fn proxy_url(proxy: &ProxyDatabase) -> String {
+    format!(
+        "mysql://{}@{}:{}/{}?ssl-mode=VERIFY_IDENTITY",
+        percent_encode(&proxy.user),
+        proxy.host,
+        proxy.port,
+        percent_encode(&proxy.name)
+    )
+}
+
+/// Options for `database_url` with `password` (if any) added.
+pub fn options_with_password(
+    database_url: &str,
+    password: Option<&Secret>,
+) -> Result<MySqlConnectOptions, sqlx::Error> {
+    let options = url_options(database_url)?;
+    Ok(match password {
+        Some(password) => options.password(password.expose()),
+        None => options,
+    })
+}
+
+fn percent_encode(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
+}
+
+/// Connects one connection, trying again with back-off until `budget` has
+/// passed: a new RDS Proxy target, or an Aurora Serverless writer that is
+/// resuming, can refuse connections for minutes. Errors that waiting cannot
+/// fix (wrong password, unknown database, bad certificate) end it at once.
+///
+/// The returned error is the last one; it carries no password (sqlx never
+/// prints the options).
+pub async fn connect_with_retry(
+    options: &MySqlConnectOptions,
+    budget: Duration,
+) -> Result<MySqlConnection, sqlx::Error> {
+    let deadline = Instant::now() + budget;
+    let mut delay = Duration::from_millis(250);
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let limit = CONNECT_ATTEMPT_TIMEOUT.min(remaining.max(Duration::from_secs(2)));
+        let err = match tokio::time::timeout(limit, options.connect()).await {
+            Ok(Ok(conn)) => return Ok(conn),
+            Ok(Err(err)) => err,
+            Err(_) => sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no connection within {} s", limit.as_secs()),
+            )),
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if !worth_waiting_for(&err) || remaining.is_zero() {
+            return Err(err);
+        }
+        let pause = delay.min(remaining);
+        tracing::warn!(
+            attempt,
+            error = %err,
+            retry_in_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+            "database not reachable yet, retrying"
+        );
+        tokio::time::sleep(pause).await;
+        delay = (delay * 2).min(Duration::from_secs(15));
+    }
+}
+
+/// One connection attempt may take this long (TLS handshake included).
+const CONNECT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// True for failures that may go away by themselves: the network, and the
+/// server (or RDS Proxy, whose own errors are 9xxx) not ready yet. Wrong
+/// credentials, an unknown database, a bad certificate or a bad setting
+/// will not, and end the retries at once.
+fn worth_waiting_for(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => match db.try_downcast_ref::<MySqlDatabaseError>() {
+            // Access denied (user, database), unknown database, auth
+            // plugin refused or unsupported.
+            Some(my) => !matches!(my.number(), 1044 | 1045 | 1049 | 1251 | 1698),
+            None => true,
+        },
+        _ => false,
+    }
 }
 
 fn pool_options(max_connections: u32) -> MySqlPoolOptions {
@@ -103,6 +219,15 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
 /// How often a whole transaction is attempted when it conflicts.
 const MAX_ATTEMPTS: u32 = 4;
 
+/// How long one operation, all its attempts included, may wait for the
+/// database before it answers 503. Every wait the server bounds (acquire
+/// 3 s, lock wait 3 s) ends well before; this bounds the ones nothing else
+/// does: a network gone silent mid-statement never errors (no read timeout,
+/// TCP gives up after minutes). It stays under the function timeout
+/// (`template.yaml`, 10 s), past which Lambda kills the invocation and API
+/// Gateway answers a bare 500 instead of our 503.
+pub const OPERATION_DEADLINE: Duration = Duration::from_secs(8);
+
 /// Runs a whole transaction, again if InnoDB aborted it (deadlock) or the
 /// connection died under it, a bounded number of times; then the failure
 /// becomes [`Error::Unavailable`] (503, safe to retry).
@@ -110,7 +235,28 @@ const MAX_ATTEMPTS: u32 = 4;
 /// Every operation of the service is idempotent (a hold by its key, a
 /// confirm or cancel by the hold's state), so running one again after a
 /// connection died during COMMIT cannot apply it twice.
-pub async fn retrying<T, F, Fut>(operation: &'static str, mut attempt: F) -> Result<T, Error>
+///
+/// Past [`OPERATION_DEADLINE`] the attempt in flight is abandoned (its
+/// transaction is dropped, so it never commits unless COMMIT had already
+/// been sent) and the answer is 503: safe to retry for the same reason.
+pub async fn retrying<T, F, Fut>(operation: &'static str, attempt: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    match tokio::time::timeout(OPERATION_DEADLINE, retry_loop(operation, attempt)).await {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            tracing::error!(operation, deadline = ?OPERATION_DEADLINE, "no answer from the database in time");
+            Err(Error::Unavailable(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no answer from the database within the operation deadline",
+            ))))
+        }
+    }
+}
+
+async fn retry_loop<T, F, Fut>(operation: &'static str, mut attempt: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Error>>,
@@ -135,5 +281,45 @@ where
         // Spread competitors apart so they do not collide again in step.
         let jitter = rand::random_range(0..10u64);
         tokio::time::sleep(Duration::from_millis(5 * u64::from(tries) + jitter)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_proxy_url_carries_no_password_and_verifies_the_certificate() {
+        let url = proxy_url(&ProxyDatabase {
+            host: "sb.proxy-abc.eu-west-1.rds.amazonaws.com".into(),
+            port: 3306,
+            name: "slot_booking".into(),
+            user: "slot admin".into(),
+            secret_arn: "arn:aws:secretsmanager:eu-west-1:1:secret:x".into(),
+        });
+        assert_eq!(
+            url,
+            "mysql://slot%20admin@sb.proxy-abc.eu-west-1.rds.amazonaws.com:3306/slot_booking\
+             ?ssl-mode=VERIFY_IDENTITY"
+        );
+        let options = options_with_password(&url, Some(&Secret::new("p@ss:w/rd"))).unwrap();
+        assert_eq!(options.get_username(), "slot admin");
+        assert!(matches!(
+            options.get_ssl_mode(),
+            sqlx::mysql::MySqlSslMode::VerifyIdentity
+        ));
+    }
+
+    #[test]
+    fn only_passing_failures_are_waited_for() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(worth_waiting_for(&sqlx::Error::Io(refused)));
+        assert!(worth_waiting_for(&sqlx::Error::PoolTimedOut));
+        assert!(!worth_waiting_for(&sqlx::Error::Tls(
+            "bad certificate".into()
+        )));
+        assert!(!worth_waiting_for(&sqlx::Error::Configuration(
+            "bad url".into()
+        )));
     }
 }

@@ -3,6 +3,7 @@
 //! `functions/*` are thin: they build an [`App`] once per execution
 //! environment and hand each request to one handler of [`http`].
 
+pub mod aws;
 pub mod booking;
 pub mod cache;
 pub mod config;
@@ -10,11 +11,13 @@ pub mod db;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod migrate;
 pub mod telemetry;
 
 pub use booking::Booking;
 use cache::{AvailabilityCache, CacheSettings};
-pub use config::Config;
+use config::Secret;
+pub use config::{Config, Settings};
 pub use error::Error;
 
 /// What a function keeps between invocations: built once in `main`.
@@ -34,8 +37,19 @@ impl App {
     /// Must be called inside a Tokio runtime (the cache client spawns its
     /// connection task there).
     pub fn new(config: Config) -> Result<Self, StartupError> {
-        let pool = db::connect_lazy(&config.database_url, Self::CONNECTIONS_PER_ENVIRONMENT)
-            .map_err(|err| StartupError(format!("invalid DATABASE_URL: {err}")))?;
+        Self::with_password(config, None)
+    }
+
+    /// [`App::new`] for a database whose password is kept out of the URL
+    /// (RDS Proxy mode: read from Secrets Manager).
+    pub fn with_password(config: Config, password: Option<&Secret>) -> Result<Self, StartupError> {
+        let options = db::options_with_password(&config.database_url, password).map_err(|err| {
+            StartupError(format!(
+                "invalid database URL {}: {err}",
+                config::redact_url(&config.database_url)
+            ))
+        })?;
+        let pool = db::connect_lazy_with(options, Self::CONNECTIONS_PER_ENVIRONMENT);
         let cache = match &config.redis_url {
             Some(url) => Some(
                 AvailabilityCache::new(
@@ -43,7 +57,12 @@ impl App {
                     &config.database_name(),
                     CacheSettings::new(config.cache_ttl),
                 )
-                .map_err(|err| StartupError(format!("invalid REDIS_URL: {err}")))?,
+                .map_err(|err| {
+                    StartupError(format!(
+                        "invalid cache URL {}: {err}",
+                        config::redact_url(url)
+                    ))
+                })?,
             ),
             None => None,
         };
@@ -51,20 +70,32 @@ impl App {
         Ok(Self { config, booking })
     }
 
+    /// Reads and checks the environment, then does its AWS look-ups (the
+    /// database secret, the cache endpoint by name) once.
+    pub async fn from_env() -> Result<Self, StartupError> {
+        let settings = Settings::from_env().map_err(|err| StartupError(err.to_string()))?;
+        let resolved = settings.resolve().await?;
+        let app = Self::with_password(resolved.config, resolved.database_password.as_ref())?;
+        tracing::info!(
+            database = %config::redact_url(&app.config.database_url),
+            cache = app.config.redis_url.as_deref().map(config::redact_url).as_deref().unwrap_or("off"),
+            cache_ttl_s = app.config.cache_ttl.as_secs(),
+            hold_ttl_s = app.config.hold_ttl.as_secs(),
+            "configuration ready"
+        );
+        Ok(app)
+    }
+
     /// The cold start of every function: logging, configuration, clients.
-    /// A bad configuration stops the process with one clear log line.
-    pub fn from_env_or_exit() -> Self {
+    /// A bad configuration (or an unreadable database secret) stops the
+    /// process with one clear log line.
+    pub async fn from_env_or_exit() -> Self {
         telemetry::init();
-        let built = Config::from_env()
-            .map_err(|err| err.to_string())
-            .and_then(|config| {
-                Self::new(config).map_err(|err| format!("invalid DATABASE_URL: {err}"))
-            });
-        match built {
+        match Self::from_env().await {
             Ok(app) => app,
-            Err(message) => {
-                tracing::error!("refusing to start: {message}");
-                eprintln!("refusing to start: {message}");
+            Err(err) => {
+                tracing::error!("refusing to start: {err}");
+                eprintln!("refusing to start: {err}");
                 std::process::exit(1);
             }
         }

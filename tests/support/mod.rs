@@ -3,6 +3,7 @@
 //! API Gateway v2 events, and the count-based oracle of the invariants.
 
 pub mod proxy;
+pub mod scenarios;
 
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;

@@ -1,0 +1,65 @@
+# slot-booking — every command a developer or CI needs.
+# `make dev` serves the API locally; `make test` runs every check CI runs.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+DATABASE_URL ?= mysql://root@127.0.0.1:3306/slot_booking
+REDIS_URL ?= redis://127.0.0.1:6379
+PORT ?= 9000
+# At least 20 parallel instances per function, as Lambda would run them:
+# one request at a time through a single instance would hide every race.
+CONCURRENCY ?= 20
+export DATABASE_URL REDIS_URL
+
+# cargo-lambda (and the zig it cross-links with) from a project-local venv
+# when it is not installed; its directory must stay first on PATH.
+WITH_CARGO_LAMBDA = PATH="$$(scripts/ensure-cargo-lambda.sh):$$PATH"
+
+.PHONY: help dev db test check lint unit validate build sam-build scenarios bench deploy clean
+
+help: ## list the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+dev: db ## serve the API on http://127.0.0.1:$(PORT) (cargo lambda watch, $(CONCURRENCY) instances per function)
+	$(WITH_CARGO_LAMBDA) cargo lambda watch --invoke-address 127.0.0.1 --invoke-port $(PORT) \
+		--concurrency $(CONCURRENCY) --timeout 30
+
+db: ## create the database if missing, migrate it, seed demo slots when empty
+	cargo run --quiet -p devdb
+
+test: lint unit validate sam-build ## everything CI runs
+
+lint: ## formatting and clippy, warnings are errors
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+unit: ## the whole test suite against the real MariaDB and Redis
+	$(WITH_CARGO_LAMBDA) cargo test --workspace
+
+validate: ## sam validate --lint and cfn-lint on template.yaml
+	bash scripts/validate-template.sh
+
+build: ## arm64 Lambda bootstraps (cargo lambda build), with their zipped sizes
+	rustup target add aarch64-unknown-linux-gnu
+	$(WITH_CARGO_LAMBDA) cargo lambda build --release --arm64 --output-format zip
+	@for f in target/lambda/*/bootstrap.zip; do \
+		printf '%-40s %8d bytes\n' "$$f" "$$(stat -c %s "$$f")"; done
+
+sam-build: ## sam build: one aarch64 bootstrap per function, each zipped < 5 MB
+	bash scripts/sam-build-check.sh
+
+scenarios: ## the seed's three concurrency scenarios over HTTP against a running `make dev`
+	cargo run --quiet -p slot-booking-tests --bin seed-scenarios -- http://127.0.0.1:$(PORT)
+
+bench: ## benchmarks: figures printed and written to docs/BENCHMARKS.md
+	$(WITH_CARGO_LAMBDA) cargo run --release -p bench
+
+deploy: ## build and deploy with SAM (needs AWS credentials; not run from here)
+	bash scripts/validate-template.sh
+	.venv-sam/bin/sam build && .venv-sam/bin/sam deploy --guided
+
+clean: ## remove build output
+	cargo clean
+	rm -rf .aws-sam

@@ -1,0 +1,168 @@
+//! The held-seats counter (docs/DESIGN.md) against the count-based oracle:
+//! a slot driven through thousands of holds, confirms, cancels, expiries
+//! and reclaims, checked after every single step.
+
+use rand::{Rng, SeedableRng};
+use shared::domain::HoldId;
+use shared::http;
+use slot_booking_tests::*;
+use std::time::Duration;
+
+/// After every step: the counter matches its definition, the bookable
+/// figure the hold path and the projection use equals
+/// `remaining − (holds matching ACTIVE_HOLD)`, and every invariant holds.
+async fn check_against_oracle(db: &TestDb, slot: u64, step: usize) {
+    // One statement, so the counter formula and the oracle share one clock
+    // and one snapshot.
+    let sql = format!(
+        "SELECT s.held, \
+         (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' \
+          AND h.expires_at > s.reclaimed_until) AS counted, \
+         {bookable} AS bookable, \
+         CAST(s.remaining AS SIGNED) - (SELECT COUNT(*) FROM holds WHERE slot_id = s.id AND {active}) AS oracle \
+         FROM slots s WHERE s.id = ?",
+        bookable = shared::booking::SLOT_BOOKABLE,
+        active = shared::booking::ACTIVE_HOLD,
+    );
+    let (held, counted, bookable, oracle): (u32, i64, i64, i64) =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(slot)
+            .fetch_one(&db.admin)
+            .await
+            .unwrap();
+    assert_eq!(
+        i64::from(held),
+        counted,
+        "step {step}: held must count unreclaimed held holds"
+    );
+    assert_eq!(
+        bookable, oracle,
+        "step {step}: counter-based bookable must equal the oracle"
+    );
+    assert!(oracle >= 0, "step {step}: oversold ({oracle})");
+    db.assert_invariants().await;
+}
+
+#[tokio::test]
+async fn the_counter_matches_the_count_based_oracle_through_thousands_of_steps() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(4).await;
+    let s = slot.0.to_string();
+    // Holds that expire within a few steps, and holds that live.
+    let brief = db.app_with_hold_ttl(Duration::from_millis(15));
+    let lasting = db.app_with_hold_ttl(Duration::from_secs(300));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5107);
+    let mut holds: Vec<(String, String)> = Vec::new(); // (id, key)
+    let mut tally = std::collections::BTreeMap::<String, usize>::new();
+    for step in 0..2500 {
+        let roll = rng.random_range(0..100);
+        let (op, status) = if roll < 45 || holds.is_empty() {
+            let app = if rng.random_bool(0.9) {
+                &brief
+            } else {
+                &lasting
+            };
+            let key = new_key().to_string();
+            let (status, body) = read(http::hold(app, hold_request(&s, Some(&key))).await.unwrap());
+            if status == 201 {
+                holds.push((id_of(&body), key));
+            }
+            ("hold", status)
+        } else if roll < 55 {
+            let (_, key) = &holds[rng.random_range(0..holds.len())];
+            (
+                "replay",
+                read(
+                    http::hold(&lasting, hold_request(&s, Some(key)))
+                        .await
+                        .unwrap(),
+                )
+                .0,
+            )
+        } else if roll < 75 {
+            let (id, _) = &holds[rng.random_range(0..holds.len())];
+            (
+                "confirm",
+                read(http::confirm(&lasting, confirm_request(id)).await.unwrap()).0,
+            )
+        } else if roll < 92 {
+            let (id, _) = &holds[rng.random_range(0..holds.len())];
+            (
+                "cancel",
+                read(http::cancel(&lasting, cancel_request(id)).await.unwrap()).0,
+            )
+        } else if roll < 97 {
+            tokio::time::sleep(Duration::from_millis(rng.random_range(1..20))).await;
+            ("wait", 0)
+        } else {
+            lasting.booking.reclaim_expired(100).await.unwrap();
+            ("sweep", 0)
+        };
+        *tally.entry(format!("{op} {status}")).or_default() += 1;
+        check_against_oracle(&db, slot.0, step).await;
+    }
+    println!("{tally:?}");
+    for expected in [
+        "hold 201",
+        "hold 409",
+        "confirm 200",
+        "confirm 409",
+        "cancel 200",
+    ] {
+        assert!(
+            tally.get(expected).copied().unwrap_or(0) > 20,
+            "{expected} too rare: {tally:?}"
+        );
+    }
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn the_sweeper_gives_expired_seats_back_without_changing_what_is_bookable() {
+    let db = TestDb::new().await;
+    let app = db.app_with_hold_ttl(Duration::from_millis(50));
+    let mut slots = Vec::new();
+    for _ in 0..3 {
+        let slot = db.insert_slot(3).await;
+        for _ in 0..3 {
+            let key = new_key().to_string();
+            let request = hold_request(&slot.0.to_string(), Some(&key));
+            assert_eq!(read(http::hold(&app, request).await.unwrap()).0, 201);
+        }
+        slots.push(slot);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for slot in &slots {
+        check_against_oracle(&db, slot.0, 0).await;
+        assert_eq!(db.count_holds(*slot, "TRUE").await, 3);
+    }
+    let reclaimed = app.booking.reclaim_expired(100).await.unwrap();
+    assert_eq!(reclaimed, 9);
+    for slot in &slots {
+        let held: u32 = sqlx::query_scalar("SELECT held FROM slots WHERE id = ?")
+            .bind(slot.0)
+            .fetch_one(&db.admin)
+            .await
+            .unwrap();
+        assert_eq!(held, 0, "every expired seat given back");
+        check_against_oracle(&db, slot.0, 1).await;
+    }
+    assert_eq!(
+        app.booking.reclaim_expired(100).await.unwrap(),
+        0,
+        "nothing twice"
+    );
+    // An expired, reclaimed hold can still be cancelled; it gives nothing back twice.
+    let first: u64 = sqlx::query_scalar("SELECT MIN(id) FROM holds")
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    let (status, _) = read(
+        http::cancel(&app, cancel_request(&HoldId(first).to_string()))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(status, 200);
+    check_against_oracle(&db, slots[0].0, 2).await;
+    db.drop().await;
+}
