@@ -563,3 +563,11 @@ async fn cancelling_a_missing_hold_is_404_not_found() {
     assert_eq!(missing.1["message"], "Hold 987654321 does not exist.");
     db.drop().await;
 }
+
+#[tokio::test]
+async fn an_unknown_route_answers_404_in_the_api_error_format() {
+    let request = event("apigw_v2_availability.json", "/no/such/route", None, &[]);
+    let (status, body) = read(http::not_found(request).await.unwrap());
+    assert_eq!((status, body["reason"].as_str()), (404, Some("not_found")));
+    assert!(body["message"].is_string());
+}

@@ -76,6 +76,12 @@ pub async fn cancel(app: &App, request: Request) -> HandlerResult {
     })
 }
 
+/// Any route the API does not have (API Gateway's `$default` route): a 404
+/// in the API's own error format rather than the gateway's bare body.
+pub async fn not_found(_request: Request) -> HandlerResult {
+    Ok(error_response(&Error::NotFound("route")))
+}
+
 /// The `id` path parameter, or, when the event carries none (a `$default`
 /// route, a function URL, a generated event), the segment of the raw path
 /// that stands at `{id}` in `route`. The route is matched against the end
