@@ -10,6 +10,11 @@
 #
 # Exit status is non-zero on any finding, warnings and informational ones
 # included.
+#
+# `validate-template.sh --ensure-venv` only makes sure .venv-sam holds the
+# pinned tools and prints its bin directory on stdout (progress goes to
+# stderr); scripts/sam-build-check.sh uses it so the venv is set up in one
+# place.
 set -euo pipefail
 
 # Pins: aws-sam-cli 1.170.0 requires cfn-lint >=1.52,<1.59; keep them in step.
@@ -24,15 +29,31 @@ PYTHON="${PYTHON:-python3}"
 want="aws-sam-cli==$SAM_CLI_VERSION cfn-lint==$CFN_LINT_VERSION"
 stamp="$VENV/.pins"
 
-if [[ ! -x "$VENV/bin/python" ]]; then
-    echo "validate: creating $VENV" >&2
-    "$PYTHON" -m venv "$VENV"
-fi
-if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+venv_ready() { [[ -x "$VENV/bin/sam" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; }
+
+ensure_venv() {
+    venv_ready && return 0
+    mkdir -p "$VENV"
+    # Serialise installs: `make -j test` may run validate and sam-build at once.
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"$VENV/.install.lock"
+        flock 9
+        venv_ready && return 0
+    fi
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        echo "validate: creating $VENV" >&2
+        "$PYTHON" -m venv "$VENV" >&2
+    fi
     echo "validate: installing $want into .venv-sam (about a minute, once)" >&2
     # shellcheck disable=SC2086
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $want
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $want >&2
     echo "$want" >"$stamp"
+}
+
+ensure_venv
+if [[ "${1:-}" == "--ensure-venv" ]]; then
+    printf '%s\n' "$VENV/bin"
+    exit 0
 fi
 
 # A region is required by both tools (cfn-lint checks resource specs per

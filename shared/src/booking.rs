@@ -26,38 +26,52 @@ macro_rules! active_hold {
 }
 pub const ACTIVE_HOLD: &str = active_hold!();
 
-/// What slot `$s` has bookable, computed from the held-seats counter in
-/// time independent of its active holds (docs/DESIGN.md):
-/// `slots.held` counts the slot's `held` holds that expire after
-/// `slots.reclaimed_until`; those among them already expired (few, since
-/// reclaims and the sweeper move the watermark) are added back. The result
-/// equals `remaining − (holds matching ACTIVE_HOLD)`, which the tests check
-/// as the oracle. SIGNED: on the UNSIGNED columns a negative intermediate
-/// would be error 1690. The index is forced so that each slot costs one
-/// dive into its own expired-but-counted holds, whatever the optimiser
-/// guesses from the statistics of the moment.
-macro_rules! bookable {
-    ($s:literal) => {
+/// The held-seats counter (docs/DESIGN.md). `slots.held` counts the
+/// slot's `held` holds that expire after its reclaim watermark
+/// `slots.reclaimed_until`. Among those, the ones already expired still
+/// occupy the counter but no longer a seat: this condition finds them, for
+/// a hold aliased `x` of a slot aliased `s`. Reclaims and the sweeper move
+/// the watermark, so they are few. Hence, with one clock,
+/// `held − (holds matching this) = (holds matching ACTIVE_HOLD)`, which
+/// the tests check as the oracle after every step.
+macro_rules! expired_but_counted {
+    () => {
+        "x.status = 'held' AND x.expires_at > s.reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)"
+    };
+}
+
+/// What one slot has bookable: `remaining − held + expired-but-counted`.
+/// SIGNED: on the UNSIGNED columns a negative intermediate would be error
+/// 1690. With `s.id = ?` the slot row is a constant to the optimiser, so
+/// the watermark bounds an index range over `(slot_id, status,
+/// expires_at)`: the cost is the slot's expired-but-counted holds, not its
+/// active ones.
+macro_rules! slot_bookable {
+    () => {
         concat!(
-            "(CAST(",
-            $s,
-            ".remaining AS SIGNED) - CAST(",
-            $s,
-            ".held AS SIGNED) + ",
-            "(SELECT COUNT(*) FROM holds x FORCE INDEX (holds_slot_id_status_expires_at_index) ",
-            "WHERE x.slot_id = ",
-            $s,
-            ".id AND x.status = 'held' ",
-            "AND x.expires_at > ",
-            $s,
-            ".reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)))"
+            "SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COUNT(x.id) ",
+            "FROM slots s LEFT JOIN holds x ON x.slot_id = s.id AND ",
+            expired_but_counted!(),
+            " WHERE s.id = ?"
         )
     };
 }
 
-/// [`bookable!`] for a slot aliased `s`: for operators' queries and the
-/// tests that hold it against the count-based oracle.
-pub const SLOT_BOOKABLE: &str = bookable!("s");
+/// The expired-but-counted holds of every slot, per slot. The constant
+/// lower bound (the oldest watermark of a slot that counts any hold) turns
+/// the scan into a range over `(status, expires_at)` that covers the last
+/// hold TTL or so, not the whole history of expired holds.
+macro_rules! expired_but_counted_per_slot {
+    () => {
+        concat!(
+            "SELECT s.id AS slot_id, COUNT(*) AS n FROM holds x JOIN slots s ON s.id = x.slot_id ",
+            "WHERE ",
+            expired_but_counted!(),
+            " AND x.expires_at > (SELECT MIN(m.reclaimed_until) FROM slots m WHERE m.held > 0) ",
+            "GROUP BY s.id"
+        )
+    };
+}
 
 /// The columns of the hold resource, in `HoldRow`'s order.
 macro_rules! hold_columns {
@@ -134,18 +148,31 @@ impl Booking {
         }
     }
 
+    /// What one slot has bookable now, by the hold path's own query
+    /// (`None`: no such slot). Not clamped: a negative figure would be an
+    /// oversell, which the tests look for.
+    pub async fn bookable(&self, slot_id: SlotId) -> Result<Option<i64>, Error> {
+        Ok(sqlx::query_scalar(slot_bookable!())
+            .bind(slot_id.0)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
     /// Every slot with what a client can still book: `remaining` minus the
     /// slot's active holds, never below 0, ordered by slot id. One query;
     /// its cost does not grow with the number of active holds (see
-    /// [`bookable!`]).
+    /// [`expired_but_counted!`]).
     pub async fn availability(&self) -> Result<Vec<SlotAvailability>, Error> {
         // Clamped at 0: an operator's out-of-band change must not fail the
         // whole list (on UNSIGNED columns a negative intermediate would be
-        // error 1690, hence the SIGNED arithmetic inside `bookable!`).
+        // error 1690, hence the SIGNED arithmetic).
         const PROJECTION: &str = concat!(
             "SELECT s.id, s.capacity, CAST(GREATEST(",
-            bookable!("s"),
-            ", 0) AS UNSIGNED) AS bookable, s.starts_at, s.ends_at FROM slots s ORDER BY s.id"
+            "CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COALESCE(e.n, 0), 0",
+            ") AS UNSIGNED) AS bookable, s.starts_at, s.ends_at ",
+            "FROM slots s LEFT JOIN (",
+            expired_but_counted_per_slot!(),
+            ") e ON e.slot_id = s.id ORDER BY s.id"
         );
         self.projections.fetch_add(1, Ordering::Relaxed);
         let rows: Vec<ProjectionRow> = retrying("availability", || async {
@@ -186,10 +213,9 @@ impl Booking {
         //    row lock: "full" is true at this snapshot, and the key was not
         //    used at this snapshot either, so 409 is a correct answer.
         const PRECHECK: &str = concat!(
-            "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, ",
-            "(SELECT ",
-            bookable!("s"),
-            " FROM slots s WHERE s.id = ?) AS bookable"
+            "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, (",
+            slot_bookable!(),
+            ") AS bookable"
         );
         let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(PRECHECK)
             .bind(key.as_str())
@@ -210,10 +236,13 @@ impl Booking {
         // 2. Claim a seat: the condition is inside the write, and the write
         //    takes the slot's row lock. It is the transaction's first
         //    statement, so no snapshot exists yet: every plain read below
-        //    sees all that committed before the lock was granted.
+        //    sees all that committed before the lock was granted. When the
+        //    counter is empty any watermark up to now is exact, so it moves
+        //    to now (assignments run left to right: `held` is still old),
+        //    which keeps the projection's scan window short.
         let claimed = sqlx::query(
-            "UPDATE slots SET held = held + 1, updated_at = UTC_TIMESTAMP(6) \
-             WHERE id = ? AND held < remaining",
+            "UPDATE slots SET reclaimed_until = IF(held = 0, UTC_TIMESTAMP(6), reclaimed_until), \
+             held = held + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND held < remaining",
         )
         .bind(slot_id.0)
         .execute(&mut *tx)
@@ -425,9 +454,11 @@ impl Booking {
     /// availability projection and the hold pre-check cheap.
     /// Returns how many holds were reclaimed.
     pub async fn reclaim_expired(&self, max_slots: u32) -> Result<u64, Error> {
-        const DUE: &str = "SELECT DISTINCT h.slot_id FROM holds h JOIN slots s ON s.id = h.slot_id \
-             WHERE h.status = 'held' AND h.expires_at <= UTC_TIMESTAMP(6) \
-             AND h.expires_at > s.reclaimed_until LIMIT ?";
+        const DUE: &str = concat!(
+            "SELECT DISTINCT slot_id FROM (",
+            expired_but_counted_per_slot!(),
+            ") e LIMIT ?"
+        );
         let due: Vec<u64> = sqlx::query_scalar(DUE)
             .bind(max_slots)
             .fetch_all(&self.pool)
@@ -482,16 +513,14 @@ async fn reclaim_locked(
     .fetch_one(&mut *conn)
     .await?;
     let expired = u32::try_from(expired).unwrap_or(u32::MAX);
-    if expired > 0 {
-        sqlx::query(
-            "UPDATE slots SET held = held - LEAST(held, ?), reclaimed_until = ? WHERE id = ?",
-        )
+    // The watermark moves to now even when nothing expired: it bounds the
+    // projection's scan window.
+    sqlx::query("UPDATE slots SET held = held - LEAST(held, ?), reclaimed_until = ? WHERE id = ?")
         .bind(expired)
         .bind(now)
         .bind(slot_id.0)
         .execute(&mut *conn)
         .await?;
-    }
     Ok(Some(Counters {
         remaining,
         held: held.saturating_sub(expired),

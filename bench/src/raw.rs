@@ -1,0 +1,254 @@
+//! The raw statement sequences: what the service sends to MySQL for each
+//! operation, copied from `shared/src/booking.rs` (same SQL text, so the
+//! connection's prepared-statement cache treats both alike) and issued
+//! directly with sqlx on the environment's own pool. The service/raw ratio
+//! then measures only what the service layer adds (retry wrapper, typed
+//! errors, row conversion, cache invalidation after confirm).
+//!
+//! Keep these in step with `booking.rs` when its statements change.
+//!
+//! Also the seed's original count-based hold, as a reference row.
+
+use crate::measure::Outcome;
+use chrono::{DateTime, Utc};
+use shared::booking::SLOT_BOOKABLE;
+use sqlx::{MySqlConnection, MySqlPool};
+use std::sync::LazyLock;
+
+type Result<T> = std::result::Result<T, sqlx::Error>;
+
+const HOLD_COLUMNS: &str = "id, slot_id, idempotency_key, status, expires_at, \
+                            confirmed_at, cancelled_at, created_at, updated_at";
+
+/// The hold resource's columns, decoded into the same types the service
+/// decodes them into.
+type HoldRow = (
+    u64,
+    u64,
+    String,
+    String,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+    DateTime<Utc>,
+    DateTime<Utc>,
+);
+
+/// [`HoldRow`] and `expires_at <= now`.
+type HoldRowExpired = (
+    u64,
+    u64,
+    String,
+    String,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    bool,
+);
+
+fn sql(text: &'static LazyLock<String>) -> sqlx::AssertSqlSafe<&'static str> {
+    sqlx::AssertSqlSafe(text.as_str())
+}
+
+static PRECHECK: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, \
+         (SELECT {SLOT_BOOKABLE} FROM slots s WHERE s.id = ?) AS bookable"
+    )
+});
+const CLAIM: &str = "UPDATE slots SET held = held + 1, updated_at = UTC_TIMESTAMP(6) \
+                     WHERE id = ? AND held < remaining";
+const INSERT_HOLD: &str = "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, created_at, updated_at) \
+     VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))";
+static FIND_BY_ID: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {HOLD_COLUMNS} FROM holds WHERE id = ?"));
+static FIND_BY_KEY: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {HOLD_COLUMNS} FROM holds WHERE idempotency_key = ? LIMIT 1"));
+static FIND_WITH_EXPIRY: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {HOLD_COLUMNS}, expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?")
+});
+static LOCK_HOLD: LazyLock<String> = LazyLock::new(|| format!("{} FOR UPDATE", *FIND_WITH_EXPIRY));
+static PROJECTION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT s.id, s.capacity, CAST(GREATEST({SLOT_BOOKABLE}, 0) AS UNSIGNED) AS bookable, \
+         s.starts_at, s.ends_at FROM slots s ORDER BY s.id"
+    )
+});
+
+/// The service's hold, statement for statement: the pre-check, then in
+/// one transaction the conditional claim (with the reclaim path when the
+/// counter says full), the insert, the read of the new hold, COMMIT.
+pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Result<Outcome> {
+    let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(sql(&PRECHECK))
+        .bind(key)
+        .bind(slot)
+        .fetch_one(pool)
+        .await?;
+    if key_hold.is_some() {
+        return Ok(Outcome::Done("200"));
+    }
+    match bookable {
+        None => return Ok(Outcome::Done("404")),
+        Some(b) if b <= 0 => return Ok(Outcome::Done("409")),
+        Some(_) => {}
+    }
+    let mut tx = pool.begin().await?;
+    let claimed = sqlx::query(CLAIM).bind(slot).execute(&mut *tx).await?.rows_affected();
+    if claimed == 0 {
+        let (remaining, held) = reclaim_locked(&mut tx, slot).await?;
+        let again: Option<HoldRow> = sqlx::query_as(sql(&FIND_BY_KEY))
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if again.is_some() {
+            return Ok(Outcome::Done("200"));
+        }
+        if held >= remaining {
+            tx.commit().await?;
+            return Ok(Outcome::Done("409"));
+        }
+        sqlx::query("UPDATE slots SET held = held + 1 WHERE id = ?")
+            .bind(slot)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let id = sqlx::query(INSERT_HOLD)
+        .bind(slot)
+        .bind(key)
+        .bind(ttl_micros)
+        .execute(&mut *tx)
+        .await?
+        .last_insert_id();
+    let _hold: HoldRow = sqlx::query_as(sql(&FIND_BY_ID)).bind(id).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(Outcome::Done("201"))
+}
+
+/// The service's reclaim under the slot's row lock: `(remaining, held)`
+/// afterwards.
+async fn reclaim_locked(conn: &mut MySqlConnection, slot: u64) -> Result<(u32, u32)> {
+    let (remaining, held, watermark, now): (u32, u32, DateTime<Utc>, DateTime<Utc>) =
+        sqlx::query_as(
+            "SELECT remaining, held, reclaimed_until, UTC_TIMESTAMP(6) FROM slots WHERE id = ? FOR UPDATE",
+        )
+        .bind(slot)
+        .fetch_one(&mut *conn)
+        .await?;
+    let expired: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM holds WHERE slot_id = ? AND status = 'held' \
+         AND expires_at > ? AND expires_at <= ?",
+    )
+    .bind(slot)
+    .bind(watermark)
+    .bind(now)
+    .fetch_one(&mut *conn)
+    .await?;
+    let expired = u32::try_from(expired).unwrap_or(u32::MAX);
+    if expired > 0 {
+        sqlx::query("UPDATE slots SET held = held - LEAST(held, ?), reclaimed_until = ? WHERE id = ?")
+            .bind(expired)
+            .bind(now)
+            .bind(slot)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok((remaining, held.saturating_sub(expired)))
+}
+
+/// The service's confirm: the plain read, then in one transaction the
+/// slot's lock, the hold's lock, the conditional decrement, the status
+/// update, the read of the hold, COMMIT.
+pub async fn confirm(pool: &MySqlPool, hold: u64) -> Result<Outcome> {
+    let row: HoldRowExpired = sqlx::query_as(sql(&FIND_WITH_EXPIRY))
+        .bind(hold)
+        .fetch_one(pool)
+        .await?;
+    if row.3 != "held" || row.9 {
+        return Ok(Outcome::Done("409"));
+    }
+    let slot = row.1;
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT id FROM slots WHERE id = ? FOR UPDATE")
+        .bind(slot)
+        .fetch_one(&mut *tx)
+        .await?;
+    let row: HoldRowExpired = sqlx::query_as(sql(&LOCK_HOLD)).bind(hold).fetch_one(&mut *tx).await?;
+    if row.3 != "held" || row.9 {
+        return Ok(Outcome::Done("409"));
+    }
+    let consumed = sqlx::query(
+        "UPDATE slots SET remaining = remaining - 1, held = held - IF(held > 0, 1, 0), \
+         updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining > 0",
+    )
+    .bind(slot)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if consumed == 0 {
+        return Ok(Outcome::Done("409"));
+    }
+    sqlx::query(
+        "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
+         updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
+    )
+    .bind(hold)
+    .execute(&mut *tx)
+    .await?;
+    let _hold: HoldRow = sqlx::query_as(sql(&FIND_BY_ID)).bind(hold).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(Outcome::Done("200"))
+}
+
+/// The seed's original hold (SPEC §4, before the held-seats counter): the
+/// key look-up, then in one transaction the slot's lock, the key re-check,
+/// the COUNT of the slot's active holds (its cost grows with them, under
+/// the lock), the insert, COMMIT.
+pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Result<Outcome> {
+    let found: Option<HoldRow> = sqlx::query_as(sql(&FIND_BY_KEY)).bind(key).fetch_optional(pool).await?;
+    if found.is_some() {
+        return Ok(Outcome::Done("200"));
+    }
+    let mut tx = pool.begin().await?;
+    type SlotRow = (u64, DateTime<Utc>, DateTime<Utc>, u32, u32, DateTime<Utc>, DateTime<Utc>);
+    let slot_row: Option<SlotRow> = sqlx::query_as(
+        "SELECT id, starts_at, ends_at, capacity, remaining, created_at, updated_at \
+         FROM slots WHERE id = ? LIMIT 1 FOR UPDATE",
+    )
+    .bind(slot)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(slot_row) = slot_row else {
+        return Ok(Outcome::Done("404"));
+    };
+    let again: Option<HoldRow> = sqlx::query_as(sql(&FIND_BY_KEY)).bind(key).fetch_optional(&mut *tx).await?;
+    if again.is_some() {
+        return Ok(Outcome::Done("200"));
+    }
+    let active: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM holds WHERE slot_id = ? AND status = 'held' AND expires_at > UTC_TIMESTAMP(6)",
+    )
+    .bind(slot)
+    .fetch_one(&mut *tx)
+    .await?;
+    if active >= i64::from(slot_row.4) {
+        return Ok(Outcome::Done("409"));
+    }
+    sqlx::query(INSERT_HOLD)
+        .bind(slot)
+        .bind(key)
+        .bind(ttl_micros)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Outcome::Done("201"))
+}
+
+/// `(id, capacity, bookable, starts_at, ends_at)`
+pub type ProjectionRow = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>);
+
+/// The availability projection, the service's one query.
+pub async fn projection(pool: &MySqlPool) -> Result<Vec<ProjectionRow>> {
+    sqlx::query_as(sql(&PROJECTION)).fetch_all(pool).await
+}

@@ -1,0 +1,327 @@
+//! The write scenarios in process: hold and confirm through the service
+//! (`shared::Booking`) against the raw statement sequences on the same
+//! connections, the seed's count-based hold as a reference, and the
+//! sold-out storm.
+//!
+//! Service and raw run in alternating rounds on twin slots (each variant
+//! its own, seeded alike), so drift of the machine during a scenario
+//! weighs on both the same way.
+
+use crate::measure::{self, Budget, Outcome, Sample};
+use crate::raw;
+use crate::report::Row;
+use crate::setup::{Bench, Env, ROOMY};
+use serde_json::json;
+use shared::domain::{HoldId, IdempotencyKey, SlotId};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// How the bench runs: time per measured variant, split in rounds.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub seconds: Duration,
+    pub rounds: u32,
+    pub warmup: Duration,
+}
+
+impl Timing {
+    fn round(&self) -> Duration {
+        self.seconds / self.rounds
+    }
+}
+
+const HOLD_TTL_MICROS: i64 = 300_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Service,
+    Raw,
+    /// The seed's count-based sequence (reference).
+    SeedCount,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Service => "service",
+            Self::Raw => "raw",
+            Self::SeedCount => "seed_count",
+        }
+    }
+
+    async fn hold(self, env: &Env, slot: u64) -> Result<Outcome, String> {
+        let key = uuid::Uuid::new_v4().to_string();
+        match self {
+            Self::Service => {
+                let key = IdempotencyKey::parse(&key).ok_or("bad key")?;
+                match env.app.booking.hold(SlotId(slot), &key).await {
+                    Ok(done) => Ok(Outcome::Done(if done.created { "201" } else { "200" })),
+                    Err(err) => refused(&err),
+                }
+            }
+            Self::Raw => raw::hold(&env.pool, slot, &key, HOLD_TTL_MICROS)
+                .await
+                .map_err(|e| e.to_string()),
+            Self::SeedCount => raw::seed_hold(&env.pool, slot, &key, HOLD_TTL_MICROS)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    async fn confirm(self, env: &Env, hold: u64) -> Result<Outcome, String> {
+        match self {
+            Self::Service => match env.app.booking.confirm(HoldId(hold)).await {
+                Ok(_) => Ok(Outcome::Done("200")),
+                Err(err) => refused(&err),
+            },
+            _ => raw::confirm(&env.pool, hold).await.map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// A refusal the API answers with a 4xx is an outcome; a 5xx is an error.
+pub fn refused(err: &shared::Error) -> Result<Outcome, String> {
+    match err.status() {
+        404 => Ok(Outcome::Done("404")),
+        409 => Ok(Outcome::Done("409")),
+        422 => Ok(Outcome::Done("422")),
+        _ => Err(err.to_string()),
+    }
+}
+
+/// What the holds of a scenario find on their slot when it starts.
+#[derive(Debug, Clone, Copy)]
+enum Preload {
+    /// This many active holds per slot.
+    Active(usize),
+    /// This many holds per slot that all expired at the same instant, just
+    /// before the run (and that no reclaim or sweeper has counted yet).
+    ExpiredAtOnce(usize),
+}
+
+struct HoldCase {
+    scenario: String,
+    clients: usize,
+    slots: usize,
+    capacity: u32,
+    preload: Preload,
+    variants: &'static [Variant],
+}
+
+const ALL: &[Variant] = &[Variant::Service, Variant::Raw, Variant::SeedCount];
+
+/// hold: one slot with active holds piling up (0 and 5,000 to start
+/// with), holds that all expired at once, and holds spread over 1,000
+/// slots.
+pub async fn holds(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
+    let envs = bench.envs(32).await?;
+    for active in [0, 5_000] {
+        for clients in [1, 8, 32] {
+            let case = HoldCase {
+                scenario: format!("hold.one_slot.active_{active}"),
+                clients,
+                slots: 1,
+                capacity: ROOMY,
+                preload: Preload::Active(active),
+                variants: ALL,
+            };
+            compare_holds(bench, &envs, timing, case, emit).await?;
+        }
+    }
+    for clients in [1, 8] {
+        let case = HoldCase {
+            scenario: "hold.spread_1000".into(),
+            clients,
+            slots: 1_000,
+            capacity: ROOMY,
+            preload: Preload::Active(0),
+            variants: ALL,
+        };
+        compare_holds(bench, &envs, timing, case, emit).await?;
+    }
+    // Full by the counter: the first hold reclaims the 5,000 expired
+    // seats under the lock; roomy: nothing reclaims them, and every
+    // pre-check counts them until the sweeper runs.
+    for (name, capacity) in [("full", 5_000), ("roomy", ROOMY)] {
+        let case = HoldCase {
+            scenario: format!("hold.expired_at_once_5000.{name}"),
+            clients: 8,
+            slots: 1,
+            capacity,
+            preload: Preload::ExpiredAtOnce(5_000),
+            variants: ALL,
+        };
+        compare_holds(bench, &envs, timing, case, emit).await?;
+    }
+    Ok(())
+}
+
+async fn compare_holds(
+    bench: &Bench,
+    envs: &[Env],
+    timing: Timing,
+    case: HoldCase,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
+    // Each case on empty tables, so that cases differ only in what they
+    // say they differ in.
+    bench.reset().await?;
+    // Twin slots per variant, seeded alike.
+    let mut slots = Vec::new();
+    for _ in case.variants {
+        let ids = bench.insert_slots(case.slots, case.capacity).await?;
+        match case.preload {
+            Preload::Active(0) | Preload::ExpiredAtOnce(0) => {}
+            Preload::Active(n) | Preload::ExpiredAtOnce(n) => {
+                let later = bench.db_now_plus(Duration::from_secs(300)).await?;
+                bench.insert_holds(&ids, n, later).await?;
+            }
+        }
+        slots.push(Arc::new(ids));
+    }
+    if let Preload::ExpiredAtOnce(_) = case.preload {
+        // One statement, one UTC_TIMESTAMP(6): the same instant for all.
+        sqlx::query("UPDATE holds SET expires_at = UTC_TIMESTAMP(6) WHERE status = 'held'")
+            .execute(&bench.admin)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let envs = Arc::new(envs[..case.clients].to_vec());
+    let next = Arc::new(AtomicU64::new(0));
+    let op = |variant: Variant, slots: Arc<Vec<u64>>| {
+        let (envs, next) = (envs.clone(), next.clone());
+        move |client: usize| {
+            let (envs, slots) = (envs.clone(), slots.clone());
+            // Scattered over the slots, not in step.
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            let slot = slots[(n.wrapping_mul(7_919) % slots.len() as u64) as usize];
+            async move { variant.hold(&envs[client], slot).await }
+        }
+    };
+    let mut samples: Vec<Sample> = vec![Sample::default(); case.variants.len()];
+    let mut start_active = vec![None; case.variants.len()];
+    for round in 0..timing.rounds {
+        for (i, variant) in case.variants.iter().enumerate() {
+            if round == 0 {
+                let warm = Budget::Time(timing.warmup);
+                measure::run(case.clients, warm, op(*variant, slots[i].clone())).await;
+                if case.slots == 1 {
+                    start_active[i] = Some(bench.active_holds(slots[i][0]).await?);
+                }
+            }
+            let budget = Budget::Time(timing.round());
+            samples[i].merge(measure::run(case.clients, budget, op(*variant, slots[i].clone())).await);
+        }
+    }
+    for (i, variant) in case.variants.iter().enumerate() {
+        let mut params = json!({ "slots": case.slots, "capacity": case.capacity });
+        match case.preload {
+            Preload::Active(n) => params["preloaded_active"] = n.into(),
+            Preload::ExpiredAtOnce(n) => params["preloaded_expired_at_once"] = n.into(),
+        }
+        if case.slots == 1 {
+            params["active_at_start"] = start_active[i].into();
+            params["active_at_end"] = bench.active_holds(slots[i][0]).await?.into();
+        }
+        emit(Row::new(&case.scenario, variant.name(), case.clients, params, samples[i].stats()));
+    }
+    Ok(())
+}
+
+/// confirm: holds on one slot (every confirm queues on its row lock) and
+/// spread over 1,000 slots, at 1 and 8 clients.
+pub async fn confirms(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
+    bench.reset().await?;
+    let envs = bench.envs(8).await?;
+    let variants = [Variant::Service, Variant::Raw];
+    // Enough pre-made holds for 2,500 confirms/s during the whole case.
+    let total_secs = (timing.seconds + timing.warmup).as_secs_f64() * variants.len() as f64;
+    let per_case = ((2_500.0 * total_secs) as usize).max(1_000);
+    for (scenario, slot_count) in [("confirm.one_slot", 1), ("confirm.spread_1000", 1_000)] {
+        for clients in [1, 8] {
+            let slots = bench.insert_slots(slot_count, ROOMY).await?;
+            let later = bench.db_now_plus(Duration::from_secs(3_600)).await?;
+            let holds = bench.insert_holds(&slots, per_case.div_ceil(slot_count), later).await?;
+            let holds = Arc::new(holds);
+            let cursor = Arc::new(AtomicUsize::new(0));
+            let envs = Arc::new(envs[..clients].to_vec());
+            let op = |variant: Variant| {
+                let (envs, holds, cursor) = (envs.clone(), holds.clone(), cursor.clone());
+                move |client: usize| {
+                    let (envs, holds) = (envs.clone(), holds.clone());
+                    let next = cursor.fetch_add(1, Ordering::Relaxed);
+                    async move {
+                        match holds.get(next) {
+                            Some(&hold) => variant.confirm(&envs[client], hold).await,
+                            None => Ok(Outcome::Exhausted),
+                        }
+                    }
+                }
+            };
+            let mut samples = vec![Sample::default(); variants.len()];
+            for round in 0..timing.rounds {
+                for (i, variant) in variants.iter().enumerate() {
+                    if round == 0 {
+                        measure::run(clients, Budget::Time(timing.warmup), op(*variant)).await;
+                    }
+                    samples[i].merge(measure::run(clients, Budget::Time(timing.round()), op(*variant)).await);
+                }
+            }
+            for (i, variant) in variants.iter().enumerate() {
+                let params = json!({ "slots": slot_count, "premade_holds": holds.len() });
+                emit(Row::new(scenario, variant.name(), clients, params, samples[i].stats()));
+            }
+        }
+    }
+    let oversold = bench.oversold_slots().await?;
+    if !oversold.is_empty() {
+        return Err(format!("confirm scenarios broke an invariant on slots {oversold:?}"));
+    }
+    Ok(())
+}
+
+/// The sold-out storm: 1,000 holds released at once on a slot with no
+/// seat left (and, as a check, on a slot with its last seat), served by
+/// `envs` environments. The latency is each call's service time; the
+/// makespan is the time until the last of the 1,000 was answered.
+pub async fn storm(bench: &Bench, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
+    const CALLS: u64 = 1_000;
+    const CAPACITY: u32 = 10;
+    bench.reset().await?;
+    for (scenario, envs_n, held) in [
+        ("storm.sold_out", 20, CAPACITY),
+        ("storm.sold_out", 100, CAPACITY),
+        ("storm.last_seat", 20, CAPACITY - 1),
+    ] {
+        let envs = Arc::new(bench.envs(envs_n).await?);
+        let slot = bench.insert_slots(1, CAPACITY).await?[0];
+        let later = bench.db_now_plus(Duration::from_secs(300)).await?;
+        bench.insert_holds(&[slot], held as usize, later).await?;
+        let envs_op = envs.clone();
+        let sample = measure::run(envs_n, Budget::Calls(CALLS), move |client| {
+            let envs = envs_op.clone();
+            async move { Variant::Service.hold(&envs[client], slot).await }
+        })
+        .await;
+        let active = bench.active_holds(slot).await?;
+        let oversold = bench.oversold_slots().await?;
+        let stats = sample.stats();
+        let refusals = sample.stats_of("409");
+        let params = json!({
+            "calls": CALLS,
+            "capacity": CAPACITY,
+            "active_before": held,
+            "active_after": active,
+            "oversold": !oversold.is_empty() || active > i64::from(CAPACITY),
+            "makespan_ms": measure::ms(sample.elapsed),
+            "p50_409_ms": refusals.p50_ms,
+            "p99_409_ms": refusals.p99_ms,
+            "max_409_ms": refusals.max_ms,
+        });
+        emit(Row::new(scenario, "service", envs_n, params, stats));
+        drop(envs);
+    }
+    Ok(())
+}

@@ -1,0 +1,257 @@
+//! The bench database and the simulated Lambda execution environments.
+//!
+//! The database (`slot_booking_bench` by default) is dropped and created
+//! again at every run and migrated with the service's own migrations. Each
+//! environment is a `shared::App` built exactly as a function builds it:
+//! its own pool of one connection and its own cache connection.
+
+use chrono::{DateTime, Utc};
+use redis::aio::ConnectionManager;
+use shared::cache::Keys;
+use shared::{App, Config};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::{ConnectOptions, Connection, Executor, MySql, MySqlPool, QueryBuilder};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Slots are made with this capacity unless a scenario needs a full one:
+/// the measured holds never run out of seats.
+pub const ROOMY: u32 = 10_000_000;
+
+/// Rows per multi-row INSERT when seeding.
+const BATCH: usize = 1_000;
+
+pub struct Bench {
+    pub name: String,
+    pub url: String,
+    pub redis_url: String,
+    /// For seeding and reading back; never one of the measured clients.
+    pub admin: MySqlPool,
+}
+
+/// One Lambda execution environment, plus a raw Redis connection of its
+/// own for the reference `GET`.
+#[derive(Clone)]
+pub struct Env {
+    pub app: App,
+    /// The very pool (the one connection) the service uses: the raw
+    /// sequences run on it, so the ratio measures only the service layer.
+    pub pool: MySqlPool,
+    pub redis: ConnectionManager,
+}
+
+impl Bench {
+    /// Drops and creates the bench database, then migrates it.
+    pub async fn create(server: &str, name: &str, redis_url: &str) -> Result<Self, String> {
+        let options = MySqlConnectOptions::from_str(server).map_err(|e| format!("{server}: {e}"))?;
+        let mut conn = options
+            .connect()
+            .await
+            .map_err(|e| format!("cannot connect to {server}: {e}"))?;
+        for sql in [
+            format!("DROP DATABASE IF EXISTS `{name}`"),
+            format!("CREATE DATABASE `{name}`"),
+        ] {
+            conn.execute(sqlx::AssertSqlSafe(sql))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        conn.close().await.ok();
+        let url = format!("{}/{name}", server.trim_end_matches('/'));
+        let admin = MySqlPoolOptions::new()
+            .max_connections(4)
+            .connect(&url)
+            .await
+            .map_err(|e| e.to_string())?;
+        shared::db::MIGRATOR
+            .run(&admin)
+            .await
+            .map_err(|e| format!("migrations: {e}"))?;
+        Ok(Self {
+            name: name.to_string(),
+            url,
+            redis_url: redis_url.to_string(),
+            admin,
+        })
+    }
+
+    pub async fn drop_database(self) {
+        let name = self.name.clone();
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE `{name}`")))
+            .execute(&self.admin)
+            .await;
+        self.admin.close().await;
+    }
+
+    /// Empties both tables and the cache entries, between scenario groups
+    /// (the projection reads every slot, so groups must not see each
+    /// other's rows).
+    pub async fn reset(&self) -> Result<(), String> {
+        let mut conn = self.admin.acquire().await.map_err(|e| e.to_string())?;
+        for sql in [
+            "SET FOREIGN_KEY_CHECKS = 0",
+            "TRUNCATE TABLE holds",
+            "TRUNCATE TABLE slots",
+            "SET FOREIGN_KEY_CHECKS = 1",
+        ] {
+            conn.execute(sql).await.map_err(|e| e.to_string())?;
+        }
+        drop(conn);
+        let keys = self.cache_keys();
+        let mut redis = self.redis().await?;
+        redis::cmd("DEL")
+            .arg(&keys.fresh)
+            .arg(&keys.stale)
+            .arg(&keys.lock)
+            .query_async::<()>(&mut redis)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    pub fn cache_keys(&self) -> Keys {
+        Keys::new(&self.name)
+    }
+
+    pub async fn redis(&self) -> Result<ConnectionManager, String> {
+        let client = redis::Client::open(self.redis_url.as_str()).map_err(|e| e.to_string())?;
+        client
+            .get_connection_manager()
+            .await
+            .map_err(|e| format!("cannot connect to {}: {e}", self.redis_url))
+    }
+
+    /// `count` environments, connected (database and cache) and ready.
+    pub async fn envs(&self, count: usize) -> Result<Vec<Env>, String> {
+        let mut envs = Vec::with_capacity(count);
+        for _ in 0..count {
+            let config = Config {
+                database_url: self.url.clone(),
+                redis_url: Some(self.redis_url.clone()),
+                // The longest allowed: a measured run of cache hits stays
+                // inside one freshness window.
+                cache_ttl: Duration::from_secs(15),
+                hold_ttl: Duration::from_secs(300),
+            };
+            let app = App::new(config).map_err(|e| e.to_string())?;
+            let pool = app.booking.pool().clone();
+            sqlx::query("SELECT 1")
+                .execute(&pool)
+                .await
+                .map_err(|e| format!("environment cannot reach the database: {e}"))?;
+            if let Some(cache) = app.booking.cache() {
+                if !cache.ping().await {
+                    return Err("environment cannot reach Redis".into());
+                }
+            }
+            let redis = self.redis().await?;
+            envs.push(Env { app, pool, redis });
+        }
+        Ok(envs)
+    }
+
+    /// `count` slots of `capacity` seats, in id order.
+    pub async fn insert_slots(&self, count: usize, capacity: u32) -> Result<Vec<u64>, String> {
+        let mut ids = Vec::with_capacity(count);
+        let mut left = count;
+        while left > 0 {
+            let n = left.min(BATCH);
+            let mut sql = QueryBuilder::<MySql>::new(
+                "INSERT INTO slots (starts_at, ends_at, capacity, remaining) ",
+            );
+            sql.push_values(0..n, |mut row, i| {
+                let hour = (count - left + i) as i64;
+                row.push("UTC_TIMESTAMP() + INTERVAL ")
+                    .push_unseparated(format!("{} HOUR", 24 + hour))
+                    .push("UTC_TIMESTAMP() + INTERVAL ")
+                    .push_unseparated(format!("{} HOUR", 25 + hour))
+                    .push_bind(capacity)
+                    .push_bind(capacity);
+            });
+            let done = sql.build().execute(&self.admin).await.map_err(|e| e.to_string())?;
+            // A multi-row INSERT reports its first id; the rest follow it.
+            let first = done.last_insert_id();
+            ids.extend(first..first + n as u64);
+            left -= n;
+        }
+        Ok(ids)
+    }
+
+    /// `per_slot` held holds on each of `slots` expiring at `expires_at`,
+    /// counted in `slots.held` as the service would have counted them.
+    /// Returns their ids, interleaved over the slots.
+    pub async fn insert_holds(
+        &self,
+        slots: &[u64],
+        per_slot: usize,
+        expires_at: DateTime<Utc>,
+    ) -> Result<Vec<u64>, String> {
+        let total = slots.len() * per_slot;
+        let mut ids = Vec::with_capacity(total);
+        let mut made = 0;
+        while made < total {
+            let n = (total - made).min(BATCH);
+            let mut sql = QueryBuilder::<MySql>::new(
+                "INSERT INTO holds (slot_id, idempotency_key, status, expires_at) ",
+            );
+            sql.push_values(made..made + n, |mut row, i| {
+                row.push_bind(slots[i % slots.len()])
+                    .push_bind(uuid::Uuid::new_v4().to_string())
+                    .push("'held'")
+                    .push_bind(expires_at);
+            });
+            let done = sql.build().execute(&self.admin).await.map_err(|e| e.to_string())?;
+            let first = done.last_insert_id();
+            ids.extend(first..first + n as u64);
+            made += n;
+        }
+        for chunk in slots.chunks(BATCH) {
+            let mut sql = QueryBuilder::<MySql>::new("UPDATE slots SET held = held + ");
+            sql.push_bind(per_slot as u32).push(" WHERE id IN (");
+            let mut list = sql.separated(", ");
+            for id in chunk {
+                list.push_bind(*id);
+            }
+            sql.push(")");
+            sql.build().execute(&self.admin).await.map_err(|e| e.to_string())?;
+        }
+        Ok(ids)
+    }
+
+    /// The database's clock `offset` from now: the one clock of expiry.
+    pub async fn db_now_plus(&self, offset: Duration) -> Result<DateTime<Utc>, String> {
+        sqlx::query_scalar("SELECT UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND")
+            .bind(offset.as_micros() as i64)
+            .fetch_one(&self.admin)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The oracle: the slot's active holds by the service's one definition.
+    pub async fn active_holds(&self, slot: u64) -> Result<i64, String> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM holds WHERE slot_id = ? AND {}",
+            shared::booking::ACTIVE_HOLD
+        );
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(slot)
+            .fetch_one(&self.admin)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Slots that break an invariant of SPEC §2, from the rows: remaining
+    /// must be capacity − confirmed, and active holds ≤ remaining.
+    pub async fn oversold_slots(&self) -> Result<Vec<u64>, String> {
+        let sql = format!(
+            "SELECT s.id FROM slots s WHERE \
+             s.remaining <> s.capacity - (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND h.status = 'confirmed') \
+             OR (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND {}) > s.remaining",
+            shared::booking::ACTIVE_HOLD
+        );
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&self.admin)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
