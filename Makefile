@@ -12,6 +12,7 @@ PORT ?= 9000
 # one request at a time through a single instance would hide every race.
 CONCURRENCY ?= 20
 export DATABASE_URL REDIS_URL
+API_FUNCTIONS := availability hold confirm cancel
 
 # cargo-lambda (and the zig it cross-links with) from a project-local venv
 # when it is not installed; its directory must stay first on PATH.
@@ -23,6 +24,9 @@ help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 dev: db ## serve the API on http://127.0.0.1:$(PORT) (cargo lambda watch, $(CONCURRENCY) instances per function)
+	@# Built as the watcher runs them (`cargo run --bin NAME`), so the first
+	@# requests do not wait for a compile.
+	cargo build $(foreach f,$(API_FUNCTIONS),--bin $(f))
 	$(WITH_CARGO_LAMBDA) cargo lambda watch --invoke-address 127.0.0.1 --invoke-port $(PORT) \
 		--concurrency $(CONCURRENCY) --timeout 30
 
