@@ -45,11 +45,7 @@ unit: ## the whole test suite against the real MariaDB and Redis
 validate: ## sam validate --lint and cfn-lint on template.yaml
 	bash scripts/validate-template.sh
 
-build: ## arm64 Lambda bootstraps (cargo lambda build), with their zipped sizes
-	rustup target add aarch64-unknown-linux-gnu
-	$(WITH_CARGO_LAMBDA) cargo lambda build --release --arm64 --output-format zip
-	@for f in target/lambda/*/bootstrap.zip; do \
-		printf '%-40s %8d bytes\n' "$$f" "$$(stat -c %s "$$f")"; done
+build: sam-build ## arm64 Lambda bootstraps (sam build → cargo lambda build), with their zipped sizes
 
 sam-build: ## sam build: one aarch64 bootstrap per function, each zipped < 5 MB
 	bash scripts/sam-build-check.sh
@@ -60,9 +56,8 @@ scenarios: ## the seed's three concurrency scenarios over HTTP against a running
 bench: ## benchmarks: figures printed and written to docs/BENCHMARKS.md
 	$(WITH_CARGO_LAMBDA) cargo run --release -p bench
 
-deploy: ## build and deploy with SAM (needs AWS credentials; not run from here)
-	bash scripts/validate-template.sh
-	.venv-sam/bin/sam build && .venv-sam/bin/sam deploy --guided
+deploy: validate sam-build ## deploy with SAM (needs AWS credentials; not run from here)
+	.venv-sam/bin/sam deploy $(if $(wildcard samconfig.toml),,--guided)
 
 clean: ## remove build output
 	cargo clean

@@ -10,6 +10,10 @@
 # Prints a table function -> unzipped and zipped size; the zips are left in
 # .aws-sam/zip/ for inspection. Exit status non-zero on any failure.
 #
+# Time on 2 cores: cold (empty target/) about 10-20 minutes, the dependency
+# tree once, then one fat-LTO link (about a minute) per function; warm (no
+# source change) about 12 seconds.
+#
 # How the build runs (aws-lambda-builders' rust-cargolambda workflow, shipped
 # with the pinned SAM CLI):
 #   - in source, never in Docker: for each function it runs
@@ -19,6 +23,8 @@
 #     .aws-sam/build/<LogicalId>/. So every function after the first reuses
 #     the compiled dependencies, and `cargo lambda build --release --arm64`
 #     run by hand (or a previous `sam build`) leaves nothing to rebuild.
+#   - `--build-in-source` only states what the workflow does anyway (it
+#     supports nothing else; without the flag SAM prints a notice).
 #   - `--cached` is not used: SAM's cache key is a hash of every file under
 #     CodeUri (the whole repository, target/ included) so it would read
 #     gigabytes and still miss after each build. Cargo's own fingerprints are
@@ -84,7 +90,7 @@ export CARGO_NET_OFFLINE=true
 
 log "sam build (${#FUNCTIONS[@]} functions; a cold release arm64 build takes several minutes)"
 started=$(now)
-"$SAM" build --template "$TEMPLATE" --build-dir "$BUILD_DIR" >&2
+"$SAM" build --build-in-source --template "$TEMPLATE" --build-dir "$BUILD_DIR" >&2
 build_seconds=$(( $(now) - started ))
 log "sam build took ${build_seconds}s"
 

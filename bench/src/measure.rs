@@ -187,7 +187,9 @@ where
             Ok(sample) => total.merge(sample),
             Err(err) => {
                 total.errors += 1;
-                total.first_error.get_or_insert(format!("client task failed: {err}"));
+                total
+                    .first_error
+                    .get_or_insert(format!("client task failed: {err}"));
             }
         }
     }

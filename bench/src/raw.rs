@@ -11,14 +11,45 @@
 
 use crate::measure::Outcome;
 use chrono::{DateTime, Utc};
-use shared::booking::SLOT_BOOKABLE;
 use sqlx::{MySqlConnection, MySqlPool};
-use std::sync::LazyLock;
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
 
-const HOLD_COLUMNS: &str = "id, slot_id, idempotency_key, status, expires_at, \
-                            confirmed_at, cancelled_at, created_at, updated_at";
+macro_rules! hold_columns {
+    () => {
+        "id, slot_id, idempotency_key, status, expires_at, \
+         confirmed_at, cancelled_at, created_at, updated_at"
+    };
+}
+
+/// `booking.rs`'s `expired_but_counted!`, `slot_bookable!` and
+/// `expired_but_counted_per_slot!`, verbatim.
+macro_rules! expired_but_counted {
+    () => {
+        "x.status = 'held' AND x.expires_at > s.reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)"
+    };
+}
+macro_rules! slot_bookable {
+    () => {
+        concat!(
+            "SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COUNT(x.id) ",
+            "FROM slots s LEFT JOIN holds x ON x.slot_id = s.id AND ",
+            expired_but_counted!(),
+            " WHERE s.id = ?"
+        )
+    };
+}
+macro_rules! expired_but_counted_per_slot {
+    () => {
+        concat!(
+            "SELECT s.id AS slot_id, COUNT(*) AS n FROM holds x JOIN slots s ON s.id = x.slot_id ",
+            "WHERE ",
+            expired_but_counted!(),
+            " AND x.expires_at > (SELECT MIN(m.reclaimed_until) FROM slots m WHERE m.held > 0) ",
+            "GROUP BY s.id"
+        )
+    };
+}
 
 /// The hold resource's columns, decoded into the same types the service
 /// decodes them into.
@@ -48,40 +79,45 @@ type HoldRowExpired = (
     bool,
 );
 
-fn sql(text: &'static LazyLock<String>) -> sqlx::AssertSqlSafe<&'static str> {
-    sqlx::AssertSqlSafe(text.as_str())
-}
-
-static PRECHECK: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, \
-         (SELECT {SLOT_BOOKABLE} FROM slots s WHERE s.id = ?) AS bookable"
-    )
-});
-const CLAIM: &str = "UPDATE slots SET held = held + 1, updated_at = UTC_TIMESTAMP(6) \
-                     WHERE id = ? AND held < remaining";
+const PRECHECK: &str = concat!(
+    "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, (",
+    slot_bookable!(),
+    ") AS bookable"
+);
+const CLAIM: &str = "UPDATE slots SET reclaimed_until = IF(held = 0, UTC_TIMESTAMP(6), reclaimed_until), \
+             held = held + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND held < remaining";
 const INSERT_HOLD: &str = "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, created_at, updated_at) \
-     VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))";
-static FIND_BY_ID: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {HOLD_COLUMNS} FROM holds WHERE id = ?"));
-static FIND_BY_KEY: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {HOLD_COLUMNS} FROM holds WHERE idempotency_key = ? LIMIT 1"));
-static FIND_WITH_EXPIRY: LazyLock<String> = LazyLock::new(|| {
-    format!("SELECT {HOLD_COLUMNS}, expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?")
-});
-static LOCK_HOLD: LazyLock<String> = LazyLock::new(|| format!("{} FOR UPDATE", *FIND_WITH_EXPIRY));
-static PROJECTION: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT s.id, s.capacity, CAST(GREATEST({SLOT_BOOKABLE}, 0) AS UNSIGNED) AS bookable, \
-         s.starts_at, s.ends_at FROM slots s ORDER BY s.id"
-    )
-});
+             VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))";
+const FIND_BY_ID: &str = concat!("SELECT ", hold_columns!(), " FROM holds WHERE id = ?");
+const FIND_BY_KEY: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    " FROM holds WHERE idempotency_key = ? LIMIT 1"
+);
+const FIND_WITH_EXPIRY: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?"
+);
+const LOCK_HOLD: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ? FOR UPDATE"
+);
+const PROJECTION: &str = concat!(
+    "SELECT s.id, s.capacity, CAST(GREATEST(",
+    "CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COALESCE(e.n, 0), 0",
+    ") AS UNSIGNED) AS bookable, s.starts_at, s.ends_at ",
+    "FROM slots s LEFT JOIN (",
+    expired_but_counted_per_slot!(),
+    ") e ON e.slot_id = s.id ORDER BY s.id"
+);
 
 /// The service's hold, statement for statement: the pre-check, then in
 /// one transaction the conditional claim (with the reclaim path when the
 /// counter says full), the insert, the read of the new hold, COMMIT.
 pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Result<Outcome> {
-    let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(sql(&PRECHECK))
+    let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(PRECHECK)
         .bind(key)
         .bind(slot)
         .fetch_one(pool)
@@ -95,10 +131,14 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
         Some(_) => {}
     }
     let mut tx = pool.begin().await?;
-    let claimed = sqlx::query(CLAIM).bind(slot).execute(&mut *tx).await?.rows_affected();
+    let claimed = sqlx::query(CLAIM)
+        .bind(slot)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
     if claimed == 0 {
         let (remaining, held) = reclaim_locked(&mut tx, slot).await?;
-        let again: Option<HoldRow> = sqlx::query_as(sql(&FIND_BY_KEY))
+        let again: Option<HoldRow> = sqlx::query_as(FIND_BY_KEY)
             .bind(key)
             .fetch_optional(&mut *tx)
             .await?;
@@ -121,7 +161,10 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
         .execute(&mut *tx)
         .await?
         .last_insert_id();
-    let _hold: HoldRow = sqlx::query_as(sql(&FIND_BY_ID)).bind(id).fetch_one(&mut *tx).await?;
+    let _hold: HoldRow = sqlx::query_as(FIND_BY_ID)
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(Outcome::Done("201"))
 }
@@ -146,14 +189,12 @@ async fn reclaim_locked(conn: &mut MySqlConnection, slot: u64) -> Result<(u32, u
     .fetch_one(&mut *conn)
     .await?;
     let expired = u32::try_from(expired).unwrap_or(u32::MAX);
-    if expired > 0 {
-        sqlx::query("UPDATE slots SET held = held - LEAST(held, ?), reclaimed_until = ? WHERE id = ?")
-            .bind(expired)
-            .bind(now)
-            .bind(slot)
-            .execute(&mut *conn)
-            .await?;
-    }
+    sqlx::query("UPDATE slots SET held = held - LEAST(held, ?), reclaimed_until = ? WHERE id = ?")
+        .bind(expired)
+        .bind(now)
+        .bind(slot)
+        .execute(&mut *conn)
+        .await?;
     Ok((remaining, held.saturating_sub(expired)))
 }
 
@@ -161,7 +202,7 @@ async fn reclaim_locked(conn: &mut MySqlConnection, slot: u64) -> Result<(u32, u
 /// slot's lock, the hold's lock, the conditional decrement, the status
 /// update, the read of the hold, COMMIT.
 pub async fn confirm(pool: &MySqlPool, hold: u64) -> Result<Outcome> {
-    let row: HoldRowExpired = sqlx::query_as(sql(&FIND_WITH_EXPIRY))
+    let row: HoldRowExpired = sqlx::query_as(FIND_WITH_EXPIRY)
         .bind(hold)
         .fetch_one(pool)
         .await?;
@@ -174,7 +215,10 @@ pub async fn confirm(pool: &MySqlPool, hold: u64) -> Result<Outcome> {
         .bind(slot)
         .fetch_one(&mut *tx)
         .await?;
-    let row: HoldRowExpired = sqlx::query_as(sql(&LOCK_HOLD)).bind(hold).fetch_one(&mut *tx).await?;
+    let row: HoldRowExpired = sqlx::query_as(LOCK_HOLD)
+        .bind(hold)
+        .fetch_one(&mut *tx)
+        .await?;
     if row.3 != "held" || row.9 {
         return Ok(Outcome::Done("409"));
     }
@@ -196,7 +240,10 @@ pub async fn confirm(pool: &MySqlPool, hold: u64) -> Result<Outcome> {
     .bind(hold)
     .execute(&mut *tx)
     .await?;
-    let _hold: HoldRow = sqlx::query_as(sql(&FIND_BY_ID)).bind(hold).fetch_one(&mut *tx).await?;
+    let _hold: HoldRow = sqlx::query_as(FIND_BY_ID)
+        .bind(hold)
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(Outcome::Done("200"))
 }
@@ -206,12 +253,23 @@ pub async fn confirm(pool: &MySqlPool, hold: u64) -> Result<Outcome> {
 /// the COUNT of the slot's active holds (its cost grows with them, under
 /// the lock), the insert, COMMIT.
 pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Result<Outcome> {
-    let found: Option<HoldRow> = sqlx::query_as(sql(&FIND_BY_KEY)).bind(key).fetch_optional(pool).await?;
+    let found: Option<HoldRow> = sqlx::query_as(FIND_BY_KEY)
+        .bind(key)
+        .fetch_optional(pool)
+        .await?;
     if found.is_some() {
         return Ok(Outcome::Done("200"));
     }
     let mut tx = pool.begin().await?;
-    type SlotRow = (u64, DateTime<Utc>, DateTime<Utc>, u32, u32, DateTime<Utc>, DateTime<Utc>);
+    type SlotRow = (
+        u64,
+        DateTime<Utc>,
+        DateTime<Utc>,
+        u32,
+        u32,
+        DateTime<Utc>,
+        DateTime<Utc>,
+    );
     let slot_row: Option<SlotRow> = sqlx::query_as(
         "SELECT id, starts_at, ends_at, capacity, remaining, created_at, updated_at \
          FROM slots WHERE id = ? LIMIT 1 FOR UPDATE",
@@ -222,7 +280,10 @@ pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) 
     let Some(slot_row) = slot_row else {
         return Ok(Outcome::Done("404"));
     };
-    let again: Option<HoldRow> = sqlx::query_as(sql(&FIND_BY_KEY)).bind(key).fetch_optional(&mut *tx).await?;
+    let again: Option<HoldRow> = sqlx::query_as(FIND_BY_KEY)
+        .bind(key)
+        .fetch_optional(&mut *tx)
+        .await?;
     if again.is_some() {
         return Ok(Outcome::Done("200"));
     }
@@ -250,5 +311,5 @@ pub type ProjectionRow = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>);
 
 /// The availability projection, the service's one query.
 pub async fn projection(pool: &MySqlPool) -> Result<Vec<ProjectionRow>> {
-    sqlx::query_as(sql(&PROJECTION)).fetch_all(pool).await
+    sqlx::query_as(PROJECTION).fetch_all(pool).await
 }

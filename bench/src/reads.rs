@@ -16,7 +16,11 @@ const HOLDS: usize = 100_000;
 
 /// The projection at 100 and 10,000 slots, with no active holds and with
 /// 100,000 spread over the slots; the cache hit at 100 slots.
-pub async fn projections(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
+pub async fn projections(
+    bench: &Bench,
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
     let envs = bench.envs(8).await?;
     for slot_count in [100, 10_000] {
         bench.reset().await?;
@@ -24,7 +28,9 @@ pub async fn projections(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row
         for holds in [0, HOLDS] {
             if holds > 0 {
                 let later = bench.db_now_plus(Duration::from_secs(3_600)).await?;
-                bench.insert_holds(&slots, holds / slot_count, later).await?;
+                bench
+                    .insert_holds(&slots, holds / slot_count, later)
+                    .await?;
             }
             let scenario = format!("projection.{slot_count}_slots.{holds}_holds");
             let params = json!({ "slots": slot_count, "active_holds": holds });
@@ -56,8 +62,20 @@ pub async fn projections(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row
                     s.merge(measure::run(clients, round, service(envs.clone())).await);
                     r.merge(measure::run(clients, round, direct(envs.clone())).await);
                 }
-                emit(Row::new(&scenario, "service", clients, params.clone(), s.stats()));
-                emit(Row::new(&scenario, "raw", clients, params.clone(), r.stats()));
+                emit(Row::new(
+                    &scenario,
+                    "service",
+                    clients,
+                    params.clone(),
+                    s.stats(),
+                ));
+                emit(Row::new(
+                    &scenario,
+                    "raw",
+                    clients,
+                    params.clone(),
+                    r.stats(),
+                ));
             }
             // The whole miss path of GET /slots/availability: cache GET,
             // lock, projection, JSON, store. The invalidation that makes
@@ -69,12 +87,23 @@ pub async fn projections(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row
                     let cache = env.app.booking.cache().ok_or("no cache")?;
                     cache.invalidate().await;
                     let started = Instant::now();
-                    let served = env.app.booking.availability_json().await.map_err(|e| e.to_string())?;
+                    let served = env
+                        .app
+                        .booking
+                        .availability_json()
+                        .await
+                        .map_err(|e| e.to_string())?;
                     Ok(Outcome::Timed(served.status.as_str(), started.elapsed()))
                 }
             })
             .await;
-            emit(Row::new(&scenario, "miss_path", 1, params.clone(), miss.stats()));
+            emit(Row::new(
+                &scenario,
+                "miss_path",
+                1,
+                params.clone(),
+                miss.stats(),
+            ));
             if slot_count == 100 && holds == 0 {
                 hits(bench, &envs, timing, emit).await?;
             }
@@ -86,7 +115,12 @@ pub async fn projections(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row
 /// `GET /slots/availability` served from the cache (the service's hit
 /// path: one GET, the stored bytes checked and returned) against a raw
 /// `GET` of the same key on a Redis connection of the same environment.
-async fn hits(bench: &Bench, envs: &[Env], timing: Timing, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
+async fn hits(
+    bench: &Bench,
+    envs: &[Env],
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
     let keys = Arc::new(bench.cache_keys());
     for clients in [1, 8] {
         let envs = Arc::new(envs[..clients].to_vec());
@@ -95,7 +129,9 @@ async fn hits(bench: &Bench, envs: &[Env], timing: Timing, emit: &mut dyn FnMut(
                 let envs = envs.clone();
                 async move {
                     let served = envs[client].app.booking.availability_json().await;
-                    served.map(|s| Outcome::Done(s.status.as_str())).map_err(|e| e.to_string())
+                    served
+                        .map(|s| Outcome::Done(s.status.as_str()))
+                        .map_err(|e| e.to_string())
                 }
             }
         };
@@ -104,7 +140,8 @@ async fn hits(bench: &Bench, envs: &[Env], timing: Timing, emit: &mut dyn FnMut(
                 let (envs, keys) = (envs.clone(), keys.clone());
                 async move {
                     let mut redis = envs[client].redis.clone();
-                    let value: Option<Vec<u8>> = redis.get(&keys.fresh).await.map_err(|e| e.to_string())?;
+                    let value: Option<Vec<u8>> =
+                        redis.get(&keys.fresh).await.map_err(|e| e.to_string())?;
                     Ok(Outcome::Done(if value.is_some() { "hit" } else { "miss" }))
                 }
             }
@@ -115,21 +152,43 @@ async fn hits(bench: &Bench, envs: &[Env], timing: Timing, emit: &mut dyn FnMut(
             // A fresh copy at every round: a run never outlives the TTL.
             let cache = envs[0].app.booking.cache().ok_or("no cache")?;
             cache.invalidate().await;
-            envs[0].app.booking.availability_json().await.map_err(|e| e.to_string())?;
+            envs[0]
+                .app
+                .booking
+                .availability_json()
+                .await
+                .map_err(|e| e.to_string())?;
             let mut redis = envs[0].redis.clone();
             let value: Option<Vec<u8>> = redis.get(&keys.fresh).await.map_err(|e| e.to_string())?;
             bytes = value.map_or(0, |v| v.len());
             if round == 0 {
                 measure::run(clients, Budget::Time(timing.warmup), service(envs.clone())).await;
-                measure::run(clients, Budget::Time(timing.warmup), get(envs.clone(), keys.clone())).await;
+                measure::run(
+                    clients,
+                    Budget::Time(timing.warmup),
+                    get(envs.clone(), keys.clone()),
+                )
+                .await;
             }
             let budget = Budget::Time(timing.seconds / timing.rounds);
             s.merge(measure::run(clients, budget, service(envs.clone())).await);
             r.merge(measure::run(clients, budget, get(envs.clone(), keys.clone())).await);
         }
         let params = json!({ "slots": 100, "value_bytes": bytes });
-        emit(Row::new("availability_hit.100_slots", "service", clients, params.clone(), s.stats()));
-        emit(Row::new("availability_hit.100_slots", "redis_get", clients, params, r.stats()));
+        emit(Row::new(
+            "availability_hit.100_slots",
+            "service",
+            clients,
+            params.clone(),
+            s.stats(),
+        ));
+        emit(Row::new(
+            "availability_hit.100_slots",
+            "redis_get",
+            clients,
+            params,
+            r.stats(),
+        ));
     }
     Ok(())
 }

@@ -36,6 +36,8 @@ const HOLD_TTL_MICROS: i64 = 300_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
     Service,
+    /// The service on the same connection with no cache (confirm only).
+    ServiceNoCache,
     Raw,
     /// The seed's count-based sequence (reference).
     SeedCount,
@@ -45,6 +47,7 @@ impl Variant {
     fn name(self) -> &'static str {
         match self {
             Self::Service => "service",
+            Self::ServiceNoCache => "service_no_cache",
             Self::Raw => "raw",
             Self::SeedCount => "seed_count",
         }
@@ -53,7 +56,7 @@ impl Variant {
     async fn hold(self, env: &Env, slot: u64) -> Result<Outcome, String> {
         let key = uuid::Uuid::new_v4().to_string();
         match self {
-            Self::Service => {
+            Self::Service | Self::ServiceNoCache => {
                 let key = IdempotencyKey::parse(&key).ok_or("bad key")?;
                 match env.app.booking.hold(SlotId(slot), &key).await {
                     Ok(done) => Ok(Outcome::Done(if done.created { "201" } else { "200" })),
@@ -75,7 +78,13 @@ impl Variant {
                 Ok(_) => Ok(Outcome::Done("200")),
                 Err(err) => refused(&err),
             },
-            _ => raw::confirm(&env.pool, hold).await.map_err(|e| e.to_string()),
+            Self::ServiceNoCache => match env.uncached.confirm(HoldId(hold)).await {
+                Ok(_) => Ok(Outcome::Done("200")),
+                Err(err) => refused(&err),
+            },
+            _ => raw::confirm(&env.pool, hold)
+                .await
+                .map_err(|e| e.to_string()),
         }
     }
 }
@@ -212,7 +221,8 @@ async fn compare_holds(
                 }
             }
             let budget = Budget::Time(timing.round());
-            samples[i].merge(measure::run(case.clients, budget, op(*variant, slots[i].clone())).await);
+            samples[i]
+                .merge(measure::run(case.clients, budget, op(*variant, slots[i].clone())).await);
         }
     }
     for (i, variant) in case.variants.iter().enumerate() {
@@ -225,17 +235,27 @@ async fn compare_holds(
             params["active_at_start"] = start_active[i].into();
             params["active_at_end"] = bench.active_holds(slots[i][0]).await?.into();
         }
-        emit(Row::new(&case.scenario, variant.name(), case.clients, params, samples[i].stats()));
+        emit(Row::new(
+            &case.scenario,
+            variant.name(),
+            case.clients,
+            params,
+            samples[i].stats(),
+        ));
     }
     Ok(())
 }
 
 /// confirm: holds on one slot (every confirm queues on its row lock) and
 /// spread over 1,000 slots, at 1 and 8 clients.
-pub async fn confirms(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
+pub async fn confirms(
+    bench: &Bench,
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
     bench.reset().await?;
     let envs = bench.envs(8).await?;
-    let variants = [Variant::Service, Variant::Raw];
+    let variants = [Variant::Service, Variant::ServiceNoCache, Variant::Raw];
     // Enough pre-made holds for 2,500 confirms/s during the whole case.
     let total_secs = (timing.seconds + timing.warmup).as_secs_f64() * variants.len() as f64;
     let per_case = ((2_500.0 * total_secs) as usize).max(1_000);
@@ -243,7 +263,9 @@ pub async fn confirms(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) 
         for clients in [1, 8] {
             let slots = bench.insert_slots(slot_count, ROOMY).await?;
             let later = bench.db_now_plus(Duration::from_secs(3_600)).await?;
-            let holds = bench.insert_holds(&slots, per_case.div_ceil(slot_count), later).await?;
+            let holds = bench
+                .insert_holds(&slots, per_case.div_ceil(slot_count), later)
+                .await?;
             let holds = Arc::new(holds);
             let cursor = Arc::new(AtomicUsize::new(0));
             let envs = Arc::new(envs[..clients].to_vec());
@@ -266,18 +288,28 @@ pub async fn confirms(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) 
                     if round == 0 {
                         measure::run(clients, Budget::Time(timing.warmup), op(*variant)).await;
                     }
-                    samples[i].merge(measure::run(clients, Budget::Time(timing.round()), op(*variant)).await);
+                    samples[i].merge(
+                        measure::run(clients, Budget::Time(timing.round()), op(*variant)).await,
+                    );
                 }
             }
             for (i, variant) in variants.iter().enumerate() {
                 let params = json!({ "slots": slot_count, "premade_holds": holds.len() });
-                emit(Row::new(scenario, variant.name(), clients, params, samples[i].stats()));
+                emit(Row::new(
+                    scenario,
+                    variant.name(),
+                    clients,
+                    params,
+                    samples[i].stats(),
+                ));
             }
         }
     }
     let oversold = bench.oversold_slots().await?;
     if !oversold.is_empty() {
-        return Err(format!("confirm scenarios broke an invariant on slots {oversold:?}"));
+        return Err(format!(
+            "confirm scenarios broke an invariant on slots {oversold:?}"
+        ));
     }
     Ok(())
 }

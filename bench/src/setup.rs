@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
 use shared::cache::Keys;
-use shared::{App, Config};
+use shared::{App, Booking, Config};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySql, MySqlPool, QueryBuilder};
 use std::str::FromStr;
@@ -37,13 +37,17 @@ pub struct Env {
     /// The very pool (the one connection) the service uses: the raw
     /// sequences run on it, so the ratio measures only the service layer.
     pub pool: MySqlPool,
+    /// The same service on the same pool without the cache: what confirm
+    /// costs without its invalidation after commit.
+    pub uncached: Booking,
     pub redis: ConnectionManager,
 }
 
 impl Bench {
     /// Drops and creates the bench database, then migrates it.
     pub async fn create(server: &str, name: &str, redis_url: &str) -> Result<Self, String> {
-        let options = MySqlConnectOptions::from_str(server).map_err(|e| format!("{server}: {e}"))?;
+        let options =
+            MySqlConnectOptions::from_str(server).map_err(|e| format!("{server}: {e}"))?;
         let mut conn = options
             .connect()
             .await
@@ -139,13 +143,19 @@ impl Bench {
                 .execute(&pool)
                 .await
                 .map_err(|e| format!("environment cannot reach the database: {e}"))?;
-            if let Some(cache) = app.booking.cache() {
-                if !cache.ping().await {
-                    return Err("environment cannot reach Redis".into());
-                }
+            if let Some(cache) = app.booking.cache()
+                && !cache.ping().await
+            {
+                return Err("environment cannot reach Redis".into());
             }
             let redis = self.redis().await?;
-            envs.push(Env { app, pool, redis });
+            let uncached = Booking::new(pool.clone(), app.config.hold_ttl, None);
+            envs.push(Env {
+                app,
+                pool,
+                uncached,
+                redis,
+            });
         }
         Ok(envs)
     }
@@ -168,7 +178,11 @@ impl Bench {
                     .push_bind(capacity)
                     .push_bind(capacity);
             });
-            let done = sql.build().execute(&self.admin).await.map_err(|e| e.to_string())?;
+            let done = sql
+                .build()
+                .execute(&self.admin)
+                .await
+                .map_err(|e| e.to_string())?;
             // A multi-row INSERT reports its first id; the rest follow it.
             let first = done.last_insert_id();
             ids.extend(first..first + n as u64);
@@ -200,7 +214,11 @@ impl Bench {
                     .push("'held'")
                     .push_bind(expires_at);
             });
-            let done = sql.build().execute(&self.admin).await.map_err(|e| e.to_string())?;
+            let done = sql
+                .build()
+                .execute(&self.admin)
+                .await
+                .map_err(|e| e.to_string())?;
             let first = done.last_insert_id();
             ids.extend(first..first + n as u64);
             made += n;
@@ -213,7 +231,10 @@ impl Bench {
                 list.push_bind(*id);
             }
             sql.push(")");
-            sql.build().execute(&self.admin).await.map_err(|e| e.to_string())?;
+            sql.build()
+                .execute(&self.admin)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         Ok(ids)
     }

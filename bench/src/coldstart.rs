@@ -1,0 +1,365 @@
+//! Cold start of a function binary (the release `availability`), against a
+//! stand-in of the Lambda Runtime API served here on loopback: the time
+//! from exec to its first `next` poll (start-up: logging, configuration,
+//! clients), to its first response (one `GET /slots/availability`), and
+//! its resident memory once that invocation is done.
+//!
+//! Also the size of every arm64 `bootstrap.zip` that `make build` left.
+
+use crate::e2e::workspace_root;
+use crate::measure;
+use crate::report::Row;
+use crate::setup::{Bench, Env};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::net::TcpListener;
+use tokio::process::Command;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+const RUNS: usize = 10;
+const REQUEST_ID: &str = "8476a536-e9f4-11e8-9739-2dfe598c3fcd";
+
+/// What the stand-in saw, in order.
+#[derive(Debug)]
+enum Seen {
+    Poll(Instant),
+    Response(Instant, Bytes),
+    Error(String),
+}
+
+/// The Runtime API's three calls a function makes on its first
+/// invocation: `next` (the event, at the first poll; later polls wait
+/// forever, as on Lambda between invocations), `response` and `error`.
+struct StandIn {
+    address: String,
+    seen: mpsc::UnboundedReceiver<Seen>,
+    /// Dropping it aborts the server and its connections.
+    _tasks: JoinSet<()>,
+}
+
+impl StandIn {
+    async fn start() -> Result<Self, String> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| e.to_string())?
+            .to_string();
+        let (tx, seen) = mpsc::unbounded_channel();
+        let polls = Arc::new(AtomicU64::new(0));
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async move {
+            let mut connections = JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                let (tx, polls) = (tx.clone(), polls.clone());
+                connections.spawn(async move {
+                    let service =
+                        service_fn(move |request| answer(request, tx.clone(), polls.clone()));
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self {
+            address,
+            seen,
+            _tasks: tasks,
+        })
+    }
+
+    async fn next(&mut self, within: Duration) -> Option<Seen> {
+        tokio::time::timeout(within, self.seen.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
+/// Why a cold start went wrong, for the error message.
+fn unexpected(expected: &str, seen: Option<Seen>) -> String {
+    match seen {
+        None => format!("no {expected} within the time allowed"),
+        Some(Seen::Error(report)) => format!("the function reported an error: {report}"),
+        Some(Seen::Poll(_)) => format!("a poll where the {expected} was expected"),
+        Some(Seen::Response(_, body)) => format!(
+            "a response where the {expected} was expected: {}",
+            String::from_utf8_lossy(&body)
+        ),
+    }
+}
+
+async fn answer(
+    request: Request<Incoming>,
+    seen: mpsc::UnboundedSender<Seen>,
+    polls: Arc<AtomicU64>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = request.uri().path().to_string();
+    if request.method() == Method::GET && path == "/2018-06-01/runtime/invocation/next" {
+        let _ = seen.send(Seen::Poll(Instant::now()));
+        if polls.fetch_add(1, Ordering::Relaxed) > 0 {
+            std::future::pending::<()>().await;
+        }
+        let deadline = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            + Duration::from_secs(30);
+        let response = Response::builder()
+            .header("content-type", "application/json")
+            .header("lambda-runtime-aws-request-id", REQUEST_ID)
+            .header(
+                "lambda-runtime-deadline-ms",
+                deadline.as_millis().to_string(),
+            )
+            .header(
+                "lambda-runtime-invoked-function-arn",
+                "arn:aws:lambda:eu-west-1:123456789012:function:availability",
+            )
+            .header(
+                "lambda-runtime-trace-id",
+                "Root=1-5bef4de7-ad49b0e87f6ef6c87fc2e700;Parent=9a9197af755a6419;Sampled=1",
+            )
+            .body(Full::new(Bytes::from(event().to_string())))
+            .expect("response");
+        return Ok(response);
+    }
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let now = Instant::now();
+    let _ = if path.ends_with("/response") {
+        seen.send(Seen::Response(now, body))
+    } else {
+        seen.send(Seen::Error(format!(
+            "{path}: {}",
+            String::from_utf8_lossy(&body)
+        )))
+    };
+    let mut response = Response::new(Full::new(Bytes::from_static(b"{\"status\":\"OK\"}")));
+    *response.status_mut() = StatusCode::ACCEPTED;
+    Ok(response)
+}
+
+/// An API Gateway HTTP API (payload v2) event for `GET /slots/availability`.
+fn event() -> serde_json::Value {
+    json!({
+        "version": "2.0",
+        "routeKey": "GET /slots/availability",
+        "rawPath": "/slots/availability",
+        "rawQueryString": "",
+        "headers": { "accept": "application/json", "host": "bench.execute-api.eu-west-1.amazonaws.com" },
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "bench",
+            "domainName": "bench.execute-api.eu-west-1.amazonaws.com",
+            "domainPrefix": "bench",
+            "http": {
+                "method": "GET",
+                "path": "/slots/availability",
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": "bench"
+            },
+            "requestId": "bench",
+            "routeKey": "GET /slots/availability",
+            "stage": "$default",
+            "time": "30/Nov/2026:10:00:00 +0000",
+            "timeEpoch": 1796032800000u64
+        },
+        "isBase64Encoded": false
+    })
+}
+
+/// One measured cold start.
+struct Start {
+    to_poll: Duration,
+    to_response: Duration,
+    rss_kb: u64,
+    hwm_kb: u64,
+    status: u64,
+    cache: String,
+}
+
+async fn cold_start(binary: &PathBuf, bench: &Bench) -> Result<Start, String> {
+    let mut stand_in = StandIn::start().await?;
+    let started = Instant::now();
+    let mut child = Command::new(binary)
+        .env_clear()
+        .env("AWS_LAMBDA_RUNTIME_API", &stand_in.address)
+        .env("AWS_LAMBDA_FUNCTION_NAME", "availability")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/availability")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
+        .env("DATABASE_URL", &bench.url)
+        .env("REDIS_URL", &bench.redis_url)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    let pid = child.id().ok_or("no pid")?;
+    let result = async {
+        let to_poll = match stand_in.next(Duration::from_secs(10)).await {
+            Some(Seen::Poll(at)) => at - started,
+            other => return Err(unexpected("first poll", other)),
+        };
+        let (to_response, body) = match stand_in.next(Duration::from_secs(10)).await {
+            Some(Seen::Response(at, body)) => (at - started, body),
+            other => return Err(unexpected("response", other)),
+        };
+        // The next poll: the invocation is over, the environment idles.
+        match stand_in.next(Duration::from_secs(2)).await {
+            Some(Seen::Poll(_)) => {}
+            other => return Err(unexpected("second poll", other)),
+        }
+        let status =
+            std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| e.to_string())?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let response: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+        let header = |name: &str| {
+            response["headers"]
+                .as_object()
+                .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)))
+                .and_then(|(_, v)| v.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        Ok(Start {
+            to_poll,
+            to_response,
+            rss_kb: field("VmRSS:"),
+            hwm_kb: field("VmHWM:"),
+            status: response["statusCode"].as_u64().unwrap_or(0),
+            cache: header("x-cache"),
+        })
+    }
+    .await;
+    let _ = child.start_kill();
+    let output = child.wait_with_output().await.map_err(|e| e.to_string())?;
+    result.map_err(|e| format!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)))
+}
+
+/// The release binary, built (or found up to date) by cargo.
+fn release_binary() -> Result<PathBuf, String> {
+    let root = workspace_root();
+    let built = std::process::Command::new("cargo")
+        .args(["build", "--release", "-p", "availability"])
+        .current_dir(&root)
+        .status()
+        .map_err(|e| format!("cargo build: {e}"))?;
+    if !built.success() {
+        return Err("cargo build --release -p availability failed".into());
+    }
+    Ok(root.join("target/release/availability"))
+}
+
+/// Ten cold starts with the availability cache empty (the first request
+/// reads the database: connection, projection, cache store) and ten with
+/// it filled (one Redis GET).
+pub async fn run(bench: &Bench, env: &Env, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
+    let binary = release_binary()?;
+    let size = std::fs::metadata(&binary).map(|m| m.len()).unwrap_or(0);
+    let cache = env.app.booking.cache().ok_or("no cache")?;
+    for mode in ["miss", "hit"] {
+        let mut starts = Vec::with_capacity(RUNS);
+        for _ in 0..RUNS {
+            cache.invalidate().await;
+            if mode == "hit" {
+                env.app
+                    .booking
+                    .availability_json()
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            starts.push(cold_start(&binary, bench).await?);
+        }
+        let median = |mut v: Vec<Duration>| {
+            v.sort_unstable();
+            (measure::ms(v[v.len() / 2]), measure::ms(v[v.len() - 1]))
+        };
+        let (poll_median, poll_max) = median(starts.iter().map(|s| s.to_poll).collect());
+        let (response_median, response_max) =
+            median(starts.iter().map(|s| s.to_response).collect());
+        let mut rss: Vec<u64> = starts.iter().map(|s| s.rss_kb).collect();
+        rss.sort_unstable();
+        let params = json!({
+            "binary": "target/release/availability",
+            "binary_bytes": size,
+            "runs": RUNS,
+            "cache_served": starts.iter().map(|s| s.cache.clone()).collect::<Vec<_>>(),
+            "statuses": starts.iter().map(|s| s.status).collect::<Vec<_>>(),
+            "exec_to_first_poll_ms": { "median": poll_median, "max": poll_max },
+            "exec_to_first_response_ms": { "median": response_median, "max": response_max },
+            "rss_after_first_invocation_mb": {
+                "median": measure::round(rss[rss.len() / 2] as f64 / 1024.0, 1),
+                "max": measure::round(rss[rss.len() - 1] as f64 / 1024.0, 1),
+            },
+            "peak_rss_mb_max": measure::round(starts.iter().map(|s| s.hwm_kb).max().unwrap_or(0) as f64 / 1024.0, 1),
+        });
+        emit(Row::info(
+            &format!("cold_start.cache_{mode}"),
+            "release_binary",
+            params,
+        ));
+    }
+    Ok(())
+}
+
+/// The arm64 bootstraps `make build` zipped, if it ran.
+pub fn bootstrap_zips(emit: &mut dyn FnMut(Row)) {
+    let dir = workspace_root().join("target/lambda");
+    let mut zips: Vec<(String, u64, String)> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let meta = std::fs::metadata(entry.path().join("bootstrap.zip")).ok()?;
+            let built: chrono::DateTime<chrono::Utc> = meta.modified().ok()?.into();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            Some((
+                name,
+                meta.len(),
+                built.format("%Y-%m-%d %H:%M UTC").to_string(),
+            ))
+        })
+        .collect();
+    zips.sort();
+    let params = if zips.is_empty() {
+        json!({ "built": false, "note": "not built: run `make build` first" })
+    } else {
+        let bytes: serde_json::Map<String, serde_json::Value> = zips
+            .iter()
+            .map(|(name, size, _)| (name.clone(), json!(size)))
+            .collect();
+        let oldest = zips.iter().map(|(_, _, at)| at.clone()).min();
+        json!({ "built": true, "bytes": bytes, "oldest_built_at": oldest })
+    };
+    emit(Row::info("bootstrap_zips.arm64", "size", params));
+}
