@@ -15,6 +15,28 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Builds the functions exactly as `cargo lambda watch` will run them
+/// (`cargo run --bin NAME`: features unified over the functions only), so
+/// its first request does not rebuild the dependencies. `cargo test` alone
+/// does not build other packages' binaries.
+fn build_functions() {
+    let built = std::process::Command::new("cargo")
+        .args([
+            "build",
+            "--bin",
+            "availability",
+            "--bin",
+            "hold",
+            "--bin",
+            "confirm",
+        ])
+        .args(["--bin", "cancel"])
+        .current_dir(workspace_root())
+        .status()
+        .expect("cargo build");
+    assert!(built.success(), "the functions must build");
+}
+
 /// `cargo lambda watch` on a free port, stopped when dropped.
 struct Watch {
     child: Child,
@@ -39,25 +61,7 @@ impl Watch {
         let tools = String::from_utf8(tools.stdout).unwrap().trim().to_string();
         let path = format!("{tools}:{}", std::env::var("PATH").unwrap_or_default());
 
-        // Build the functions exactly as `cargo lambda watch` will run them
-        // (`cargo run --bin NAME`: features unified over the functions
-        // only), so its first request does not rebuild the dependencies.
-        let built = std::process::Command::new("cargo")
-            .args([
-                "build",
-                "--bin",
-                "availability",
-                "--bin",
-                "hold",
-                "--bin",
-                "confirm",
-            ])
-            .args(["--bin", "cancel"])
-            .current_dir(&root)
-            .status()
-            .expect("cargo build");
-        assert!(built.success(), "the functions must build");
-
+        build_functions();
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             listener.local_addr().unwrap().port()
@@ -239,11 +243,8 @@ async fn the_served_binaries_answer_every_endpoint_and_the_seed_table_over_http(
 
 #[tokio::test]
 async fn a_function_refuses_to_start_on_an_invalid_cache_ttl_with_one_clear_line() {
+    build_functions();
     let binary = workspace_root().join("target/debug/availability");
-    assert!(
-        binary.exists(),
-        "build the functions first (make test does)"
-    );
     for bad in ["4", "16", "abc"] {
         let output = Command::new(&binary)
             .env("SLOT_AVAILABILITY_CACHE_TTL", bad)
