@@ -40,7 +40,12 @@ lint: ## formatting and clippy, warnings are errors
 	cargo clippy --workspace --all-targets -- -D warnings
 
 unit: ## the whole test suite against the real MariaDB and Redis
-	$(WITH_CARGO_LAMBDA) cargo test --workspace
+	mkdir -p target
+	$(WITH_CARGO_LAMBDA) cargo test --workspace 2>&1 | tee target/test-output.log
+	@# One closing line for the whole suite (cargo prints one per binary).
+	@awk '/^test result:/ { passed += $$4; failed += $$6 } \
+		END { printf "tests: %d passed, %d failed\n", passed, failed }' \
+		target/test-output.log | tee target/test-summary.txt
 
 validate: ## sam validate --lint and cfn-lint on template.yaml
 	bash scripts/validate-template.sh
