@@ -18,6 +18,7 @@
 
 mod coldstart;
 mod e2e;
+mod markdown;
 mod measure;
 mod raw;
 mod reads;
@@ -137,7 +138,7 @@ async fn main() {
 async fn run(options: Options) -> Result<(), String> {
     let timing = Timing {
         seconds: Duration::from_secs_f64(options.seconds),
-        rounds: 2,
+        rounds: 8,
         warmup: Duration::from_secs_f64((options.seconds / 8.0).clamp(0.2, 1.0)),
     };
     let server = std::env::var("BENCH_DATABASE_SERVER")
@@ -146,6 +147,7 @@ async fn run(options: Options) -> Result<(), String> {
         std::env::var("BENCH_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let load_before = load_average();
     let bench = setup::Bench::create(&server, "slot_booking_bench", &redis_url).await?;
+    let commit_before = bench.commit_latency().await?;
     let selected = |group: &str| options.only.is_empty() || options.only.iter().any(|g| g == group);
 
     let mut rows: Vec<Row> = Vec::new();
@@ -185,11 +187,15 @@ async fn run(options: Options) -> Result<(), String> {
 
     let mut meta = meta(&bench, options.seconds, timing.rounds).await;
     meta.load_before = load_before;
+    let commit_after = bench.commit_latency().await?;
+    let pair = |(p50, p99): (f64, f64)| format!("{p50:.2} / {p99:.2}");
+    meta.commit_before = pair(commit_before);
+    meta.commit_after = pair(commit_after);
     report::print_line("meta", &meta);
     let complete = options.only.is_empty() && failures.is_empty();
     if options.docs && complete {
         let path = e2e::workspace_root().join("docs/BENCHMARKS.md");
-        std::fs::write(&path, report::markdown(&meta, &rows, &ratios, &targets))
+        std::fs::write(&path, markdown::render(&meta, &rows, &ratios, &targets))
             .map_err(|e| format!("{}: {e}", path.display()))?;
         eprintln!("bench: wrote {}", path.display());
     } else if options.docs {
@@ -277,6 +283,8 @@ async fn meta(bench: &setup::Bench, seconds: f64, rounds: u32) -> Meta {
         seconds_per_variant: seconds,
         rounds,
         load_before: String::new(),
+        commit_before: String::new(),
+        commit_after: String::new(),
         load_after: load_average(),
         e2e_profile: if std::env::var("BENCH_E2E_RELEASE").is_ok_and(|v| v == "1") {
             "release".into()

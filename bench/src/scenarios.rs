@@ -109,43 +109,57 @@ enum Preload {
     ExpiredAtOnce(usize),
 }
 
-struct HoldCase {
+/// One measured line of a hold comparison: a variant on its own slot(s),
+/// seeded as `preload` says.
+struct Arm {
     scenario: String,
+    preload: Preload,
+    variant: Variant,
+}
+
+/// Arms that run in alternating rounds, so that drift of the machine
+/// (other work, the disk's fsync latency) weighs on all of them alike.
+struct HoldCase {
     clients: usize,
     slots: usize,
     capacity: u32,
-    preload: Preload,
-    variants: &'static [Variant],
+    arms: Vec<Arm>,
 }
 
 const ALL: &[Variant] = &[Variant::Service, Variant::Raw, Variant::SeedCount];
 
+fn arms(scenario: &str, preload: Preload) -> Vec<Arm> {
+    ALL.iter()
+        .map(|variant| Arm {
+            scenario: scenario.to_string(),
+            preload,
+            variant: *variant,
+        })
+        .collect()
+}
+
 /// hold: one slot with active holds piling up (0 and 5,000 to start
-/// with), holds that all expired at once, and holds spread over 1,000
-/// slots.
+/// with, measured side by side), holds that all expired at once, and
+/// holds spread over 1,000 slots.
 pub async fn holds(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
     let envs = bench.envs(32).await?;
-    for active in [0, 5_000] {
-        for clients in [1, 8, 32] {
-            let case = HoldCase {
-                scenario: format!("hold.one_slot.active_{active}"),
-                clients,
-                slots: 1,
-                capacity: ROOMY,
-                preload: Preload::Active(active),
-                variants: ALL,
-            };
-            compare_holds(bench, &envs, timing, case, emit).await?;
-        }
+    for clients in [1, 8, 32] {
+        let mut both = arms("hold.one_slot.active_0", Preload::Active(0));
+        both.extend(arms("hold.one_slot.active_5000", Preload::Active(5_000)));
+        let case = HoldCase {
+            clients,
+            slots: 1,
+            capacity: ROOMY,
+            arms: both,
+        };
+        compare_holds(bench, &envs, timing, case, emit).await?;
     }
     for clients in [1, 8] {
         let case = HoldCase {
-            scenario: "hold.spread_1000".into(),
             clients,
             slots: 1_000,
             capacity: ROOMY,
-            preload: Preload::Active(0),
-            variants: ALL,
+            arms: arms("hold.spread_1000", Preload::Active(0)),
         };
         compare_holds(bench, &envs, timing, case, emit).await?;
     }
@@ -154,12 +168,13 @@ pub async fn holds(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> 
     // pre-check counts them until the sweeper runs.
     for (name, capacity) in [("full", 5_000), ("roomy", ROOMY)] {
         let case = HoldCase {
-            scenario: format!("hold.expired_at_once_5000.{name}"),
             clients: 8,
             slots: 1,
             capacity,
-            preload: Preload::ExpiredAtOnce(5_000),
-            variants: ALL,
+            arms: arms(
+                &format!("hold.expired_at_once_5000.{name}"),
+                Preload::ExpiredAtOnce(5_000),
+            ),
         };
         compare_holds(bench, &envs, timing, case, emit).await?;
     }
@@ -176,27 +191,41 @@ async fn compare_holds(
     // Each case on empty tables, so that cases differ only in what they
     // say they differ in.
     bench.reset().await?;
-    // Twin slots per variant, seeded alike.
+    // Its own slot(s) per arm.
     let mut slots = Vec::new();
-    for _ in case.variants {
+    let mut expiring = Vec::new();
+    for arm in &case.arms {
         let ids = bench.insert_slots(case.slots, case.capacity).await?;
-        match case.preload {
-            Preload::Active(0) | Preload::ExpiredAtOnce(0) => {}
-            Preload::Active(n) | Preload::ExpiredAtOnce(n) => {
-                let later = bench.db_now_plus(Duration::from_secs(300)).await?;
-                bench.insert_holds(&ids, n, later).await?;
-            }
+        if let Preload::Active(n) | Preload::ExpiredAtOnce(n) = arm.preload
+            && n > 0
+        {
+            let later = bench.db_now_plus(Duration::from_secs(300)).await?;
+            bench.insert_holds(&ids, n, later).await?;
+        }
+        if let Preload::ExpiredAtOnce(_) = arm.preload {
+            expiring.extend(ids.iter().copied());
         }
         slots.push(Arc::new(ids));
     }
-    if let Preload::ExpiredAtOnce(_) = case.preload {
+    if !expiring.is_empty() {
         // One statement, one UTC_TIMESTAMP(6): the same instant for all.
-        sqlx::query("UPDATE holds SET expires_at = UTC_TIMESTAMP(6) WHERE status = 'held'")
+        let mut sql = sqlx::QueryBuilder::<sqlx::MySql>::new(
+            "UPDATE holds SET expires_at = UTC_TIMESTAMP(6) WHERE slot_id IN (",
+        );
+        let mut list = sql.separated(", ");
+        for id in &expiring {
+            list.push_bind(*id);
+        }
+        sql.push(")");
+        sql.build()
             .execute(&bench.admin)
             .await
             .map_err(|e| e.to_string())?;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // What a bare commit costs right now: a lone environment pays it on
+    // every hold (the redo log is shared with whatever else the server runs).
+    let (commit_p50, _) = bench.commit_latency().await?;
     let envs = Arc::new(envs[..case.clients].to_vec());
     let next = Arc::new(AtomicU64::new(0));
     let op = |variant: Variant, slots: Arc<Vec<u64>>| {
@@ -209,25 +238,29 @@ async fn compare_holds(
             async move { variant.hold(&envs[client], slot).await }
         }
     };
-    let mut samples: Vec<Sample> = vec![Sample::default(); case.variants.len()];
-    let mut start_active = vec![None; case.variants.len()];
+    let mut samples: Vec<Sample> = vec![Sample::default(); case.arms.len()];
+    let mut start_active = vec![None; case.arms.len()];
     for round in 0..timing.rounds {
-        for (i, variant) in case.variants.iter().enumerate() {
+        for (i, arm) in case.arms.iter().enumerate() {
             if round == 0 {
                 let warm = Budget::Time(timing.warmup);
-                measure::run(case.clients, warm, op(*variant, slots[i].clone())).await;
+                measure::run(case.clients, warm, op(arm.variant, slots[i].clone())).await;
                 if case.slots == 1 {
                     start_active[i] = Some(bench.active_holds(slots[i][0]).await?);
                 }
             }
             let budget = Budget::Time(timing.round());
             samples[i]
-                .merge(measure::run(case.clients, budget, op(*variant, slots[i].clone())).await);
+                .merge(measure::run(case.clients, budget, op(arm.variant, slots[i].clone())).await);
         }
     }
-    for (i, variant) in case.variants.iter().enumerate() {
-        let mut params = json!({ "slots": case.slots, "capacity": case.capacity });
-        match case.preload {
+    for (i, arm) in case.arms.iter().enumerate() {
+        let mut params = json!({
+            "slots": case.slots,
+            "capacity": case.capacity,
+            "bare_commit_p50_ms": commit_p50,
+        });
+        match arm.preload {
             Preload::Active(n) => params["preloaded_active"] = n.into(),
             Preload::ExpiredAtOnce(n) => params["preloaded_expired_at_once"] = n.into(),
         }
@@ -236,8 +269,8 @@ async fn compare_holds(
             params["active_at_end"] = bench.active_holds(slots[i][0]).await?.into();
         }
         emit(Row::new(
-            &case.scenario,
-            variant.name(),
+            &arm.scenario,
+            arm.variant.name(),
             case.clients,
             params,
             samples[i].stats(),
@@ -267,6 +300,7 @@ pub async fn confirms(
                 .insert_holds(&slots, per_case.div_ceil(slot_count), later)
                 .await?;
             let holds = Arc::new(holds);
+            let (commit_p50, _) = bench.commit_latency().await?;
             let cursor = Arc::new(AtomicUsize::new(0));
             let envs = Arc::new(envs[..clients].to_vec());
             let op = |variant: Variant| {
@@ -294,7 +328,11 @@ pub async fn confirms(
                 }
             }
             for (i, variant) in variants.iter().enumerate() {
-                let params = json!({ "slots": slot_count, "premade_holds": holds.len() });
+                let params = json!({
+                    "slots": slot_count,
+                    "premade_holds": holds.len(),
+                    "bare_commit_p50_ms": commit_p50,
+                });
                 emit(Row::new(
                     scenario,
                     variant.name(),

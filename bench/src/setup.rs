@@ -71,6 +71,17 @@ impl Bench {
             .run(&admin)
             .await
             .map_err(|e| format!("migrations: {e}"))?;
+        // The bench's own table (not the service's schema): one row to
+        // time bare commits on.
+        for sql in [
+            "CREATE TABLE bench_probe (id INT PRIMARY KEY, n BIGINT NOT NULL) ENGINE = InnoDB",
+            "INSERT INTO bench_probe VALUES (1, 0)",
+        ] {
+            sqlx::query(sql)
+                .execute(&admin)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         Ok(Self {
             name: name.to_string(),
             url,
@@ -237,6 +248,27 @@ impl Bench {
                 .map_err(|e| e.to_string())?;
         }
         Ok(ids)
+    }
+
+    /// p50 and p99 (ms) of 200 one-row autocommit UPDATEs: what a bare
+    /// commit (its redo-log fsync) costs on this machine right now. A
+    /// lone environment pays it on every hold and confirm.
+    pub async fn commit_latency(&self) -> Result<(f64, f64), String> {
+        let mut conn = self.admin.acquire().await.map_err(|e| e.to_string())?;
+        let mut took = Vec::with_capacity(200);
+        for _ in 0..200 {
+            let started = std::time::Instant::now();
+            sqlx::query("UPDATE bench_probe SET n = n + 1 WHERE id = 1")
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            took.push(started.elapsed());
+        }
+        took.sort_unstable();
+        Ok((
+            crate::measure::percentile_ms(&took, 0.5),
+            crate::measure::percentile_ms(&took, 0.99),
+        ))
     }
 
     /// The database's clock `offset` from now: the one clock of expiry.
