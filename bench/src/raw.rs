@@ -33,7 +33,8 @@ macro_rules! slot_bookable {
     () => {
         concat!(
             "SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COUNT(x.id) ",
-            "FROM slots s LEFT JOIN holds x ON x.slot_id = s.id AND ",
+            "FROM slots s LEFT JOIN holds x FORCE INDEX (holds_slot_id_status_expires_at_index) ",
+            "ON x.slot_id = s.id AND ",
             expired_but_counted!(),
             " WHERE s.id = ?"
         )
@@ -180,7 +181,8 @@ async fn reclaim_locked(conn: &mut MySqlConnection, slot: u64) -> Result<(u32, u
         .fetch_one(&mut *conn)
         .await?;
     let expired: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM holds WHERE slot_id = ? AND status = 'held' \
+        "SELECT COUNT(*) FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) \
+         WHERE slot_id = ? AND status = 'held' \
          AND expires_at > ? AND expires_at <= ?",
     )
     .bind(slot)
