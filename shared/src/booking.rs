@@ -228,10 +228,11 @@ impl Booking {
             let hold = find_by_id(&self.pool, HoldId(id)).await?;
             return replay(hold.ok_or(Error::HoldNotFound(HoldId(id)))?, slot_id);
         }
-        match bookable {
-            None => return Err(Error::SlotNotFound(slot_id)),
-            Some(bookable) if bookable <= 0 => return Err(Error::CapacityExhausted(slot_id)),
-            Some(_) => {}
+        // No figure is not proof that the slot is missing: a scalar subquery
+        // cut short by a killed query comes back NULL. The locked path
+        // below decides "no such slot" from the slot's row itself.
+        if bookable.is_some_and(|bookable| bookable <= 0) {
+            return Err(Error::CapacityExhausted(slot_id));
         }
 
         let mut tx = self.pool.begin().await?;
