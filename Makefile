@@ -58,7 +58,7 @@ sam-build: ## sam build: one aarch64 bootstrap per function, each zipped < 5 MB
 scenarios: ## the seed's three concurrency scenarios over HTTP against a running `make dev`
 	cargo run --quiet -p slot-booking-tests --bin seed-scenarios -- http://127.0.0.1:$(PORT)
 
-bench: ## benchmarks: figures printed and written to docs/BENCHMARKS.md
+bench: sam-build ## benchmarks: figures printed and written to docs/BENCHMARKS.md (after the arm64 build, whose zips it reports)
 	$(WITH_CARGO_LAMBDA) cargo run --release -p bench
 
 deploy: validate sam-build ## deploy with SAM (needs AWS credentials; not run from here)

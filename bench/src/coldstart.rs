@@ -4,7 +4,7 @@
 //! clients), to its first response (one `GET /slots/availability`), and
 //! its resident memory once that invocation is done.
 //!
-//! Also the size of every arm64 `bootstrap.zip` that `make build` left.
+//! Also the size of every arm64 `bootstrap.zip` that `make sam-build` left.
 
 use crate::e2e::workspace_root;
 use crate::measure;
@@ -332,34 +332,64 @@ pub async fn run(bench: &Bench, env: &Env, emit: &mut dyn FnMut(Row)) -> Result<
     Ok(())
 }
 
-/// The arm64 bootstraps `make build` zipped, if it ran.
+/// The arm64 bootstraps `make sam-build` built and zipped (`make bench`
+/// runs it first): the zip of each function, as `sam deploy` would upload
+/// it, and whether its bootstrap really is an aarch64 ELF.
 pub fn bootstrap_zips(emit: &mut dyn FnMut(Row)) {
-    let dir = workspace_root().join("target/lambda");
-    let mut zips: Vec<(String, u64, String)> = std::fs::read_dir(&dir)
+    let root = workspace_root().join(".aws-sam");
+    let mut zips: Vec<(String, u64, bool, String)> = std::fs::read_dir(root.join("zip"))
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|entry| {
-            let meta = std::fs::metadata(entry.path().join("bootstrap.zip")).ok()?;
+            let path = entry.path();
+            let function = path.file_stem()?.to_string_lossy().into_owned();
+            if path.extension()? != "zip" {
+                return None;
+            }
+            let meta = std::fs::metadata(&path).ok()?;
             let built: chrono::DateTime<chrono::Utc> = meta.modified().ok()?.into();
-            let name = entry.file_name().to_string_lossy().into_owned();
+            let bootstrap = root.join("build").join(&function).join("bootstrap");
             Some((
-                name,
+                function,
                 meta.len(),
+                is_aarch64_elf(&bootstrap),
                 built.format("%Y-%m-%d %H:%M UTC").to_string(),
             ))
         })
         .collect();
     zips.sort();
     let params = if zips.is_empty() {
-        json!({ "built": false, "note": "not built: run `make build` first" })
+        json!({ "built": false, "note": "not built: `make sam-build` builds them (`make bench` runs it first)" })
     } else {
         let bytes: serde_json::Map<String, serde_json::Value> = zips
             .iter()
-            .map(|(name, size, _)| (name.clone(), json!(size)))
+            .map(|(name, size, _, _)| (name.clone(), json!(size)))
             .collect();
-        let oldest = zips.iter().map(|(_, _, at)| at.clone()).min();
-        json!({ "built": true, "bytes": bytes, "oldest_built_at": oldest })
+        let not_arm64: Vec<&str> = zips
+            .iter()
+            .filter(|(_, _, arm64, _)| !arm64)
+            .map(|(name, _, _, _)| name.as_str())
+            .collect();
+        let oldest = zips.iter().map(|(_, _, _, at)| at.clone()).min();
+        json!({
+            "built": true,
+            "bytes": bytes,
+            "not_aarch64": not_arm64,
+            "oldest_built_at": oldest,
+        })
     };
     emit(Row::info("bootstrap_zips.arm64", "size", params));
+}
+
+/// ELF, 64-bit, little-endian, `e_machine` = EM_AARCH64 (183).
+fn is_aarch64_elf(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut bytes = [0u8; 20];
+    let read = std::fs::File::open(path).and_then(|mut file| file.read_exact(&mut bytes));
+    read.is_ok()
+        && bytes[..4] == *b"\x7fELF"
+        && bytes[4] == 2
+        && bytes[5] == 1
+        && u16::from_le_bytes([bytes[18], bytes[19]]) == 183
 }

@@ -60,10 +60,12 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
          An *environment* is a `shared::App` as a function builds it (a pool of one connection, its \
          own cache connection) serving one call at a time; *N env* means N of them calling back to back. \
          *service* calls `shared::Booking`; *raw* sends the same statements on the same connection \
-         directly with sqlx, so service/raw is the cost of the service layer (retry wrapper, typed \
-         errors, row conversion and, for confirm, the cache invalidation after commit, which the raw \
-         sequence leaves out; *service_no_cache* is the same service on the same connection without \
-         a cache, which isolates that invalidation). *seed_count* is the seed's original count-based hold, kept as a reference: \
+         directly with sqlx (for confirm, followed by the SPEC's invalidation after commit, `DEL` of \
+         the fresh and stale keys on the environment's own Redis connection), so service/raw is the \
+         cost of the service layer (retry wrapper, typed errors, row conversion, the generation bump \
+         that rides with the invalidation). *service_no_cache* is the same service on the same \
+         connection without a cache: service/service_no_cache is what the invalidation round trip \
+         costs a confirm. *seed_count* is the seed's original count-based hold, kept as a reference: \
          its COUNT of active holds under the slot's lock is what made holds slow down as they piled up. \
          Service and raw run in alternating rounds on twin slots, so drift hits both alike. Latencies are \
          per call as the caller sees it; p99 over all calls of all environments. Outcomes count the \
@@ -120,28 +122,55 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
     let _ = writeln!(
         w,
         "1,000 holds with fresh keys released at once on a slot whose 10 seats are all held (and, as a \
-         check, on one with its last seat free). In process, the 1,000 calls are served by N environments \
-         (20, as `make dev` runs each function; 100 as a heavier fleet) and a call's latency is its \
-         service time; *makespan* is until the last answer. Over HTTP, each request has its own \
-         connection and its latency includes the wait for one of the 20 instances.\n"
+         check, on one with its last seat free). In process, the 1,000 calls are served by N warm \
+         environments (20, as `make dev` runs each function; 100 as a heavier fleet) and a call's \
+         latency is its service time; *makespan* is until the last answer. Each in-process row pools \
+         5 storms on fresh slots, the variants alternating: *service* is `shared::Booking::hold`, \
+         *raw* the same statements sent directly, *point_read* the slot's row read by primary key on the \
+         same connections at the same concurrency (the floor this machine sets: N database threads and \
+         the bench share {} cores, so at 20 and 100 environments a call's time is mostly its wait for \
+         a core). *row lock waits* is InnoDB's `Innodb_row_lock_waits` over the storms: a 409 that \
+         queued on the slot's row lock would count there. Over HTTP, each request has its own connection and \
+         its latency includes the wait for one of the 20 instances.\n",
+        meta.cores
     );
     let _ = writeln!(
         w,
-        "| scenario | env / requests | outcomes | p50 409 ms | p99 409 ms | max 409 ms | makespan ms | active after | oversold |\n|---|---|---|---|---|---|---|---|---|"
+        "| scenario | variant | env / requests | storms | outcomes | p50 409 ms | p99 409 ms | max 409 ms | makespan ms | seats won | row lock waits | oversold |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in rows.iter().filter(|r| r.scenario.contains("storm")) {
         let p = &r.params;
+        let makespan = match p["makespans_ms"].as_array() {
+            Some(all) => all
+                .iter()
+                .map(|m| m.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => p["makespan_ms"].to_string(),
+        };
+        let won = if p["won"].is_null() {
+            p["active_after"]
+                .as_i64()
+                .zip(p["active_before"].as_i64())
+                .map(|(a, b)| a - b)
+                .map_or("?".into(), |w| w.to_string())
+        } else {
+            p["won"].to_string()
+        };
         let _ = writeln!(
             w,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.scenario,
+            r.variant,
             r.clients.unwrap_or(0),
+            p["storms"].as_u64().unwrap_or(1),
             outcomes(r),
             p["p50_409_ms"],
             p["p99_409_ms"],
             p["max_409_ms"],
-            p["makespan_ms"],
-            p["active_after"],
+            makespan,
+            won,
+            p["row_lock_waits"],
             p["oversold"]
         );
     }
@@ -193,8 +222,8 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
         Some(r) if r.params["built"] == json!(true) => {
             let _ = writeln!(
                 w,
-                "From `make build` (oldest built {}):\n\n| function | bytes |\n|---|---|",
-                r.params["oldest_built_at"]
+                "From `make sam-build`, zipped as `sam deploy` zips them (oldest built {}; not aarch64: {}):\n\n| function | bytes |\n|---|---|",
+                r.params["oldest_built_at"], r.params["not_aarch64"]
             );
             for (name, bytes) in r.params["bytes"].as_object().into_iter().flatten() {
                 let _ = writeln!(w, "| {name} | {bytes} |");
@@ -203,7 +232,7 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
         _ => {
             let _ = writeln!(
                 w,
-                "Not built: `make build` makes them; the bench does not build arm64."
+                "Not built: `make sam-build` builds them (`make bench` runs it first)."
             );
         }
     }

@@ -1,9 +1,11 @@
 //! The raw statement sequences: what the service sends to MySQL for each
 //! operation, copied from `shared/src/booking.rs` (same SQL text, so the
 //! connection's prepared-statement cache treats both alike) and issued
-//! directly with sqlx on the environment's own pool. The service/raw ratio
-//! then measures only what the service layer adds (retry wrapper, typed
-//! errors, row conversion, cache invalidation after confirm).
+//! directly with sqlx on the environment's own pool (and, for confirm's
+//! invalidation after commit, SPEC §4, a `DEL` of both cache keys on the
+//! environment's own Redis connection). The service/raw ratio then measures
+//! only what the service layer adds (retry wrapper, typed errors, row
+//! conversion, the generation bump that rides with the invalidation).
 //!
 //! Keep these in step with `booking.rs` when its statements change.
 //!
@@ -11,6 +13,8 @@
 
 use crate::measure::Outcome;
 use chrono::{DateTime, Utc};
+use redis::aio::ConnectionManager;
+use shared::cache::Keys;
 use sqlx::{MySqlConnection, MySqlPool};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
@@ -202,8 +206,14 @@ async fn reclaim_locked(conn: &mut MySqlConnection, slot: u64) -> Result<(u32, u
 
 /// The service's confirm: the plain read, then in one transaction the
 /// slot's lock, the hold's lock, the conditional decrement, the status
-/// update, the read of the hold, COMMIT.
-pub async fn confirm(pool: &MySqlPool, hold: u64) -> Result<Outcome> {
+/// update, the read of the hold, COMMIT; then the SPEC's invalidation,
+/// `DEL fresh stale`, in one round trip.
+pub async fn confirm(
+    pool: &MySqlPool,
+    redis: &mut ConnectionManager,
+    keys: &Keys,
+    hold: u64,
+) -> Result<Outcome> {
     let row: HoldRowExpired = sqlx::query_as(FIND_WITH_EXPIRY)
         .bind(hold)
         .fetch_one(pool)
@@ -247,6 +257,12 @@ pub async fn confirm(pool: &MySqlPool, hold: u64) -> Result<Outcome> {
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
+    redis::cmd("DEL")
+        .arg(&keys.fresh)
+        .arg(&keys.stale)
+        .query_async::<()>(redis)
+        .await
+        .map_err(|e| sqlx::Error::Protocol(format!("cache invalidation: {e}")))?;
     Ok(Outcome::Done("200"))
 }
 

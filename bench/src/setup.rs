@@ -171,6 +171,18 @@ impl Bench {
         Ok(envs)
     }
 
+    /// InnoDB's server-wide count of row lock waits so far.
+    pub async fn row_lock_waits(&self) -> Result<u64, String> {
+        let (_, value): (String, String) =
+            sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'")
+                .fetch_one(&self.admin)
+                .await
+                .map_err(|e| e.to_string())?;
+        value
+            .parse()
+            .map_err(|_| format!("Innodb_row_lock_waits = {value}: not a number"))
+    }
+
     /// `count` slots of `capacity` seats, in id order.
     pub async fn insert_slots(&self, count: usize, capacity: u32) -> Result<Vec<u64>, String> {
         let mut ids = Vec::with_capacity(count);
