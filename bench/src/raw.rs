@@ -1,60 +1,28 @@
 //! The raw statement sequences: what the service sends to MySQL for each
-//! operation, copied from `shared/src/booking.rs` (same SQL text, so the
-//! connection's prepared-statement cache treats both alike) and issued
-//! directly with sqlx on the environment's own pool (and, for confirm's
-//! invalidation after commit, SPEC §4, a `DEL` of both cache keys on the
-//! environment's own Redis connection). The service/raw ratio then measures
+//! operation, the very strings `shared::booking` exports (so they cannot
+//! drift, and the connection's prepared-statement cache treats both
+//! alike), issued directly with sqlx on the environment's own pool (and,
+//! for confirm's invalidation after commit, SPEC §4, a `DEL` of both cache
+//! keys on the environment's own Redis connection). The service/raw ratio then measures
 //! only what the service layer adds (retry wrapper, typed errors, row
 //! conversion, the generation bump that rides with the invalidation).
 //!
-//! Keep these in step with `booking.rs` when its statements change.
+//! The order of the statements is this file's own; keep it in step with
+//! `booking.rs` when that order changes.
 //!
 //! Also the seed's original count-based hold, as a reference row.
 
 use crate::measure::Outcome;
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
+use shared::booking::{
+    Booking, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD, LOCK_SLOT, RECLAIM_APPLY,
+    RECLAIM_COUNT, RECLAIM_LOCK,
+};
 use shared::cache::Keys;
 use sqlx::{MySqlConnection, MySqlPool};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
-
-macro_rules! hold_columns {
-    () => {
-        "id, slot_id, idempotency_key, status, expires_at, \
-         confirmed_at, cancelled_at, created_at, updated_at"
-    };
-}
-
-/// `booking.rs`'s `expired_but_counted!`, `slot_bookable!` and
-/// `expired_but_counted_per_slot!`, verbatim.
-macro_rules! expired_but_counted {
-    () => {
-        "x.status = 'held' AND x.expires_at > s.reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)"
-    };
-}
-macro_rules! slot_bookable {
-    () => {
-        concat!(
-            "SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COUNT(x.id) ",
-            "FROM slots s LEFT JOIN holds x FORCE INDEX (holds_slot_id_status_expires_at_index) ",
-            "ON x.slot_id = s.id AND ",
-            expired_but_counted!(),
-            " WHERE s.id = ?"
-        )
-    };
-}
-macro_rules! expired_but_counted_per_slot {
-    () => {
-        concat!(
-            "SELECT s.id AS slot_id, COUNT(*) AS n FROM holds x JOIN slots s ON s.id = x.slot_id ",
-            "WHERE ",
-            expired_but_counted!(),
-            " AND x.expires_at > (SELECT MIN(m.reclaimed_until) FROM slots m WHERE m.held > 0) ",
-            "GROUP BY s.id"
-        )
-    };
-}
 
 /// The hold resource's columns, decoded into the same types the service
 /// decodes them into.
@@ -84,45 +52,11 @@ type HoldRowExpired = (
     bool,
 );
 
-const PRECHECK: &str = concat!(
-    "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, (",
-    slot_bookable!(),
-    ") AS bookable"
-);
-const CLAIM: &str = "UPDATE slots SET reclaimed_until = IF(held = 0, UTC_TIMESTAMP(6), reclaimed_until), \
-             held = held + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND held < remaining";
-const INSERT_HOLD: &str = "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, created_at, updated_at) \
-             VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))";
-const FIND_BY_ID: &str = concat!("SELECT ", hold_columns!(), " FROM holds WHERE id = ?");
-const FIND_BY_KEY: &str = concat!(
-    "SELECT ",
-    hold_columns!(),
-    " FROM holds WHERE idempotency_key = ? LIMIT 1"
-);
-const FIND_WITH_EXPIRY: &str = concat!(
-    "SELECT ",
-    hold_columns!(),
-    ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?"
-);
-const LOCK_HOLD: &str = concat!(
-    "SELECT ",
-    hold_columns!(),
-    ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ? FOR UPDATE"
-);
-const PROJECTION: &str = concat!(
-    "SELECT s.id, s.capacity, CAST(GREATEST(",
-    "CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COALESCE(e.n, 0), 0",
-    ") AS UNSIGNED) AS bookable, s.starts_at, s.ends_at ",
-    "FROM slots s LEFT JOIN (",
-    expired_but_counted_per_slot!(),
-    ") e ON e.slot_id = s.id ORDER BY s.id"
-);
-
 /// The service's hold, statement for statement: the pre-check, then in
 /// one transaction the conditional claim (with the reclaim path when the
 /// counter says full), the insert, the read of the new hold, COMMIT.
 pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Result<Outcome> {
-    let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(PRECHECK)
+    let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(Booking::HOLD_PRECHECK)
         .bind(key)
         .bind(slot)
         .fetch_one(pool)
@@ -136,7 +70,7 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
         Some(_) => {}
     }
     let mut tx = pool.begin().await?;
-    let claimed = sqlx::query(CLAIM)
+    let claimed = sqlx::query(Booking::HOLD_CLAIM)
         .bind(slot)
         .execute(&mut *tx)
         .await?
@@ -154,12 +88,12 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
             tx.commit().await?;
             return Ok(Outcome::Done("409"));
         }
-        sqlx::query("UPDATE slots SET held = held + 1 WHERE id = ?")
+        sqlx::query(Booking::HOLD_CLAIM_RECLAIMED)
             .bind(slot)
             .execute(&mut *tx)
             .await?;
     }
-    let id = sqlx::query(INSERT_HOLD)
+    let id = sqlx::query(Booking::HOLD_INSERT)
         .bind(slot)
         .bind(key)
         .bind(ttl_micros)
@@ -178,24 +112,18 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
 /// afterwards.
 async fn reclaim_locked(conn: &mut MySqlConnection, slot: u64) -> Result<(u32, u32)> {
     let (remaining, held, watermark, now): (u32, u32, DateTime<Utc>, DateTime<Utc>) =
-        sqlx::query_as(
-            "SELECT remaining, held, reclaimed_until, UTC_TIMESTAMP(6) FROM slots WHERE id = ? FOR UPDATE",
-        )
+        sqlx::query_as(RECLAIM_LOCK)
+            .bind(slot)
+            .fetch_one(&mut *conn)
+            .await?;
+    let expired: i64 = sqlx::query_scalar(RECLAIM_COUNT)
         .bind(slot)
+        .bind(watermark)
+        .bind(now)
         .fetch_one(&mut *conn)
         .await?;
-    let expired: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) \
-         WHERE slot_id = ? AND status = 'held' \
-         AND expires_at > ? AND expires_at <= ?",
-    )
-    .bind(slot)
-    .bind(watermark)
-    .bind(now)
-    .fetch_one(&mut *conn)
-    .await?;
     let expired = u32::try_from(expired).unwrap_or(u32::MAX);
-    sqlx::query("UPDATE slots SET held = held - LEAST(held, ?), reclaimed_until = ? WHERE id = ?")
+    sqlx::query(RECLAIM_APPLY)
         .bind(expired)
         .bind(now)
         .bind(slot)
@@ -223,7 +151,7 @@ pub async fn confirm(
     }
     let slot = row.1;
     let mut tx = pool.begin().await?;
-    sqlx::query("SELECT id FROM slots WHERE id = ? FOR UPDATE")
+    sqlx::query(LOCK_SLOT)
         .bind(slot)
         .fetch_one(&mut *tx)
         .await?;
@@ -234,24 +162,18 @@ pub async fn confirm(
     if row.3 != "held" || row.9 {
         return Ok(Outcome::Done("409"));
     }
-    let consumed = sqlx::query(
-        "UPDATE slots SET remaining = remaining - 1, held = held - IF(held > 0, 1, 0), \
-         updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining > 0",
-    )
-    .bind(slot)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    let consumed = sqlx::query(Booking::CONFIRM_CONSUME)
+        .bind(slot)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
     if consumed == 0 {
         return Ok(Outcome::Done("409"));
     }
-    sqlx::query(
-        "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
-         updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
-    )
-    .bind(hold)
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query(Booking::CONFIRM_MARK)
+        .bind(hold)
+        .execute(&mut *tx)
+        .await?;
     let _hold: HoldRow = sqlx::query_as(FIND_BY_ID)
         .bind(hold)
         .fetch_one(&mut *tx)
@@ -314,7 +236,7 @@ pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) 
     if active >= i64::from(slot_row.4) {
         return Ok(Outcome::Done("409"));
     }
-    sqlx::query(INSERT_HOLD)
+    sqlx::query(Booking::HOLD_INSERT)
         .bind(slot)
         .bind(key)
         .bind(ttl_micros)
@@ -329,5 +251,5 @@ pub type ProjectionRow = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>);
 
 /// The availability projection, the service's one query.
 pub async fn projection(pool: &MySqlPool) -> Result<Vec<ProjectionRow>> {
-    sqlx::query_as(PROJECTION).fetch_all(pool).await
+    sqlx::query_as(Booking::PROJECTION).fetch_all(pool).await
 }

@@ -160,25 +160,29 @@ impl Booking {
             .await?)
     }
 
+    /// The availability projection. Clamped at 0: an operator's
+    /// out-of-band change must not fail the whole list (on UNSIGNED columns
+    /// a negative intermediate would be error 1690, hence the SIGNED
+    /// arithmetic).
+    pub const PROJECTION: &'static str = concat!(
+        "SELECT s.id, s.capacity, CAST(GREATEST(",
+        "CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COALESCE(e.n, 0), 0",
+        ") AS UNSIGNED) AS bookable, s.starts_at, s.ends_at ",
+        "FROM slots s LEFT JOIN (",
+        expired_but_counted_per_slot!(),
+        ") e ON e.slot_id = s.id ORDER BY s.id"
+    );
+
     /// Every slot with what a client can still book: `remaining` minus the
     /// slot's active holds, never below 0, ordered by slot id. One query;
     /// its cost does not grow with the number of active holds (see
     /// [`expired_but_counted!`]).
     pub async fn availability(&self) -> Result<Vec<SlotAvailability>, Error> {
-        // Clamped at 0: an operator's out-of-band change must not fail the
-        // whole list (on UNSIGNED columns a negative intermediate would be
-        // error 1690, hence the SIGNED arithmetic).
-        const PROJECTION: &str = concat!(
-            "SELECT s.id, s.capacity, CAST(GREATEST(",
-            "CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COALESCE(e.n, 0), 0",
-            ") AS UNSIGNED) AS bookable, s.starts_at, s.ends_at ",
-            "FROM slots s LEFT JOIN (",
-            expired_but_counted_per_slot!(),
-            ") e ON e.slot_id = s.id ORDER BY s.id"
-        );
         self.projections.fetch_add(1, Ordering::Relaxed);
         let rows: Vec<ProjectionRow> = retrying("availability", || async {
-            Ok(sqlx::query_as(PROJECTION).fetch_all(&self.pool).await?)
+            Ok(sqlx::query_as(Self::PROJECTION)
+                .fetch_all(&self.pool)
+                .await?)
         })
         .await?;
         Ok(rows
@@ -207,6 +211,22 @@ impl Booking {
         retrying("hold", || self.hold_once(slot_id, key)).await
     }
 
+    /// The hold's statements, in the order [`Booking::hold`] sends them
+    /// (public so that the bench's raw sequences send these very strings).
+    /// The pre-check: the key's hold and the slot's bookable figure.
+    pub const HOLD_PRECHECK: &'static str = concat!(
+        "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, (",
+        slot_bookable!(),
+        ") AS bookable"
+    );
+    /// The claim: a conditional increment of the held-seats counter.
+    pub const HOLD_CLAIM: &'static str = "UPDATE slots SET reclaimed_until = IF(held = 0, UTC_TIMESTAMP(6), reclaimed_until), \
+         held = held + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND held < remaining";
+    /// The claim after a reclaim, which holds the lock and found a free seat.
+    pub const HOLD_CLAIM_RECLAIMED: &'static str = "UPDATE slots SET held = held + 1 WHERE id = ?";
+    pub const HOLD_INSERT: &'static str = "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, created_at, updated_at) \
+         VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))";
+
     async fn hold_once(&self, slot_id: SlotId, key: &IdempotencyKey) -> Result<HoldOutcome, Error> {
         // 1. One plain read, no lock: the key's hold, if any, and what the
         //    slot has bookable right now, in one snapshot. Key first (an
@@ -214,12 +234,7 @@ impl Booking {
         //    refused here, so a storm of holds on it never queues on the
         //    row lock: "full" is true at this snapshot, and the key was not
         //    used at this snapshot either, so 409 is a correct answer.
-        const PRECHECK: &str = concat!(
-            "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, (",
-            slot_bookable!(),
-            ") AS bookable"
-        );
-        let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(PRECHECK)
+        let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(Self::HOLD_PRECHECK)
             .bind(key.as_str())
             .bind(slot_id.0)
             .fetch_one(&self.pool)
@@ -243,14 +258,11 @@ impl Booking {
         //    counter is empty any watermark up to now is exact, so it moves
         //    to now (assignments run left to right: `held` is still old),
         //    which keeps the projection's scan window short.
-        let claimed = sqlx::query(
-            "UPDATE slots SET reclaimed_until = IF(held = 0, UTC_TIMESTAMP(6), reclaimed_until), \
-             held = held + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND held < remaining",
-        )
-        .bind(slot_id.0)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let claimed = sqlx::query(Self::HOLD_CLAIM)
+            .bind(slot_id.0)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         if claimed == 0 {
             // 2b. Full by the counter. Give back the seats of holds that
             //     expired since the last reclaim, then claim if one is free.
@@ -267,7 +279,7 @@ impl Booking {
                 tx.commit().await?; // keep the reclaim
                 return Err(Error::CapacityExhausted(slot_id));
             }
-            sqlx::query("UPDATE slots SET held = held + 1 WHERE id = ?")
+            sqlx::query(Self::HOLD_CLAIM_RECLAIMED)
                 .bind(slot_id.0)
                 .execute(&mut *tx)
                 .await?;
@@ -275,15 +287,12 @@ impl Booking {
         // 3. Insert. A concurrent request with the same key waits here on
         //    the UNIQUE index until we commit, then fails and replays us.
         let ttl_micros = i64::try_from(self.hold_ttl.as_micros()).unwrap_or(i64::MAX);
-        let inserted = sqlx::query(
-            "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, created_at, updated_at) \
-             VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
-        )
-        .bind(slot_id.0)
-        .bind(key.as_str())
-        .bind(ttl_micros)
-        .execute(&mut *tx)
-        .await;
+        let inserted = sqlx::query(Self::HOLD_INSERT)
+            .bind(slot_id.0)
+            .bind(key.as_str())
+            .bind(ttl_micros)
+            .execute(&mut *tx)
+            .await;
         let id = match inserted {
             Ok(done) => HoldId(done.last_insert_id()),
             Err(err) if db::is_unique_violation(&err) => {
@@ -318,6 +327,13 @@ impl Booking {
         Ok(done)
     }
 
+    /// The confirm's writes, after [`LOCK_SLOT`] and [`LOCK_HOLD`]: the
+    /// seat is consumed by a decrement that carries its own condition.
+    pub const CONFIRM_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - 1, held = held - IF(held > 0, 1, 0), \
+         updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining > 0";
+    pub const CONFIRM_MARK: &'static str = "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
+         updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+
     async fn confirm_once(&self, hold_id: HoldId) -> Result<Transition, Error> {
         // A plain read answers the final states without any lock, and
         // tells which slot to lock.
@@ -343,24 +359,18 @@ impl Booking {
         // Consume the seat: check and write are one statement. The hold is
         // active, so it is counted in `held` (expires_at > now >=
         // reclaimed_until); the guard only absorbs out-of-band edits.
-        let consumed = sqlx::query(
-            "UPDATE slots SET remaining = remaining - 1, held = held - IF(held > 0, 1, 0), \
-             updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining > 0",
-        )
-        .bind(slot_id.0)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let consumed = sqlx::query(Self::CONFIRM_CONSUME)
+            .bind(slot_id.0)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         if consumed == 0 {
             return Err(Error::CapacityExhausted(slot_id));
         }
-        sqlx::query(
-            "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
-             updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
-        )
-        .bind(hold_id.0)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(Self::CONFIRM_MARK)
+            .bind(hold_id.0)
+            .execute(&mut *tx)
+            .await?;
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
@@ -487,6 +497,16 @@ struct Counters {
     reclaimed: u64,
 }
 
+/// The reclaim's statements, in order: lock the slot and read its counter,
+/// its watermark and the one `now`; count the holds that expired in
+/// (watermark, now]; subtract them and move the watermark to now.
+pub const RECLAIM_LOCK: &str =
+    "SELECT remaining, held, reclaimed_until, UTC_TIMESTAMP(6) FROM slots WHERE id = ? FOR UPDATE";
+pub const RECLAIM_COUNT: &str = "SELECT COUNT(*) FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) \
+     WHERE slot_id = ? AND status = 'held' AND expires_at > ? AND expires_at <= ?";
+pub const RECLAIM_APPLY: &str =
+    "UPDATE slots SET held = held - LEAST(held, ?), reclaimed_until = ? WHERE id = ?";
+
 /// Under the slot's row lock (taken here, first): subtracts from `held` the
 /// holds that expired since the slot's reclaim watermark and moves the
 /// watermark to now. Afterwards `held` is exactly the slot's active holds.
@@ -495,30 +515,25 @@ async fn reclaim_locked(
     conn: &mut MySqlConnection,
     slot_id: SlotId,
 ) -> Result<Option<Counters>, Error> {
-    let row: Option<(u32, u32, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT remaining, held, reclaimed_until, UTC_TIMESTAMP(6) FROM slots WHERE id = ? FOR UPDATE",
-    )
-    .bind(slot_id.0)
-    .fetch_optional(&mut *conn)
-    .await?;
+    let row: Option<(u32, u32, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(RECLAIM_LOCK)
+        .bind(slot_id.0)
+        .fetch_optional(&mut *conn)
+        .await?;
     let Some((remaining, held, watermark, now)) = row else {
         return Ok(None);
     };
     // Every hold of this slot is inserted, confirmed or cancelled under
     // this lock, so this count cannot miss or double one.
-    let expired: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) \
-         WHERE slot_id = ? AND status = 'held' AND expires_at > ? AND expires_at <= ?",
-    )
-    .bind(slot_id.0)
-    .bind(watermark)
-    .bind(now)
-    .fetch_one(&mut *conn)
-    .await?;
+    let expired: i64 = sqlx::query_scalar(RECLAIM_COUNT)
+        .bind(slot_id.0)
+        .bind(watermark)
+        .bind(now)
+        .fetch_one(&mut *conn)
+        .await?;
     let expired = u32::try_from(expired).unwrap_or(u32::MAX);
     // The watermark moves to now even when nothing expired: it bounds the
     // projection's scan window.
-    sqlx::query("UPDATE slots SET held = held - LEAST(held, ?), reclaimed_until = ? WHERE id = ?")
+    sqlx::query(RECLAIM_APPLY)
         .bind(expired)
         .bind(now)
         .bind(slot_id.0)
@@ -545,8 +560,11 @@ fn confirm_decided(hold: Hold, expired: bool) -> Result<Option<Transition>, Erro
     }
 }
 
+/// Every transaction that writes takes the slot's row lock first.
+pub const LOCK_SLOT: &str = "SELECT id FROM slots WHERE id = ? FOR UPDATE";
+
 async fn lock_slot(conn: &mut MySqlConnection, slot_id: SlotId) -> Result<(), Error> {
-    sqlx::query("SELECT id FROM slots WHERE id = ? FOR UPDATE")
+    sqlx::query(LOCK_SLOT)
         .bind(slot_id.0)
         .fetch_optional(conn)
         .await?
@@ -572,14 +590,15 @@ fn replay(hold: Hold, slot_id: SlotId) -> Result<HoldOutcome, Error> {
     }
 }
 
+pub const LOCK_HOLD: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ? FOR UPDATE"
+);
+
 /// Locks a hold row and tells, by the database's clock, whether it expired.
 async fn lock_hold(conn: &mut MySqlConnection, id: HoldId) -> Result<(Hold, bool), Error> {
-    const SQL: &str = concat!(
-        "SELECT ",
-        hold_columns!(),
-        ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ? FOR UPDATE"
-    );
-    let row = sqlx::query_as::<_, HoldRowExpired>(SQL)
+    let row = sqlx::query_as::<_, HoldRowExpired>(LOCK_HOLD)
         .bind(id.0)
         .fetch_optional(conn)
         .await?;
@@ -587,14 +606,15 @@ async fn lock_hold(conn: &mut MySqlConnection, id: HoldId) -> Result<(Hold, bool
     Ok((row.row.into_hold()?, row.expired))
 }
 
+pub const FIND_WITH_EXPIRY: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?"
+);
+
 /// The same read without a lock.
 async fn find_with_expiry(pool: &MySqlPool, id: HoldId) -> Result<(Hold, bool), Error> {
-    const SQL: &str = concat!(
-        "SELECT ",
-        hold_columns!(),
-        ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?"
-    );
-    let row = sqlx::query_as::<_, HoldRowExpired>(SQL)
+    let row = sqlx::query_as::<_, HoldRowExpired>(FIND_WITH_EXPIRY)
         .bind(id.0)
         .fetch_optional(pool)
         .await?;
@@ -602,16 +622,17 @@ async fn find_with_expiry(pool: &MySqlPool, id: HoldId) -> Result<(Hold, bool), 
     Ok((row.row.into_hold()?, row.expired))
 }
 
+pub const FIND_BY_KEY: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    " FROM holds WHERE idempotency_key = ? LIMIT 1"
+);
+
 async fn find_by_key<'c, E>(conn: E, key: &IdempotencyKey) -> Result<Option<Hold>, Error>
 where
     E: sqlx::Executor<'c, Database = sqlx::MySql>,
 {
-    const SQL: &str = concat!(
-        "SELECT ",
-        hold_columns!(),
-        " FROM holds WHERE idempotency_key = ? LIMIT 1"
-    );
-    sqlx::query_as::<_, HoldRow>(SQL)
+    sqlx::query_as::<_, HoldRow>(FIND_BY_KEY)
         .bind(key.as_str())
         .fetch_optional(conn)
         .await?
@@ -619,12 +640,13 @@ where
         .transpose()
 }
 
+pub const FIND_BY_ID: &str = concat!("SELECT ", hold_columns!(), " FROM holds WHERE id = ?");
+
 async fn find_by_id<'c, E>(conn: E, id: HoldId) -> Result<Option<Hold>, Error>
 where
     E: sqlx::Executor<'c, Database = sqlx::MySql>,
 {
-    const SQL: &str = concat!("SELECT ", hold_columns!(), " FROM holds WHERE id = ?");
-    sqlx::query_as::<_, HoldRow>(SQL)
+    sqlx::query_as::<_, HoldRow>(FIND_BY_ID)
         .bind(id.0)
         .fetch_optional(conn)
         .await?
