@@ -67,7 +67,7 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
          connection without a cache: service/service_no_cache is what the invalidation round trip \
          costs a confirm. *seed_count* is the seed's original count-based hold, kept as a reference: \
          its COUNT of active holds under the slot's lock is what made holds slow down as they piled up. \
-         Service and raw run in alternating rounds on twin slots, so drift hits both alike. Latencies are \
+         Service and raw run in alternating rounds on twin slots, the order rotating each round, so drift hits both alike. Latencies are \
          per call as the caller sees it; p99 over all calls of all environments. Outcomes count the \
          answers (201/200/409, or cache hit/miss).",
         meta.cores

@@ -3,9 +3,9 @@
 //! connections, the seed's count-based hold as a reference, and the
 //! sold-out storm.
 //!
-//! Service and raw run in alternating rounds on twin slots (each variant
-//! its own, seeded alike), so drift of the machine during a scenario
-//! weighs on both the same way.
+//! Service and raw run in alternating rounds, the order rotating each
+//! round, on twin slots (each variant its own, seeded alike), so drift of
+//! the machine during a scenario weighs on both the same way.
 
 use crate::measure::{self, Budget, Outcome, Sample};
 use crate::raw;
@@ -244,7 +244,8 @@ async fn compare_holds(
     let mut samples: Vec<Sample> = vec![Sample::default(); case.arms.len()];
     let mut start_active = vec![None; case.arms.len()];
     for round in 0..timing.rounds {
-        for (i, arm) in case.arms.iter().enumerate() {
+        for i in rotated(case.arms.len(), round) {
+            let arm = &case.arms[i];
             if round == 0 {
                 let warm = Budget::Time(timing.warmup);
                 measure::run(case.clients, warm, op(arm.variant, slots[i].clone())).await;
@@ -280,6 +281,14 @@ async fn compare_holds(
         ));
     }
     Ok(())
+}
+
+/// The arms' order in a round: each round starts one further on, so that
+/// no arm always runs right after the same other (a checkpoint or purge it
+/// left behind would always land on the same one).
+fn rotated(arms: usize, round: u32) -> impl Iterator<Item = usize> {
+    let start = round as usize % arms.max(1);
+    (0..arms).map(move |k| (start + k) % arms)
 }
 
 /// confirm: holds on one slot (every confirm queues on its row lock) and
@@ -321,7 +330,8 @@ pub async fn confirms(
             };
             let mut samples = vec![Sample::default(); variants.len()];
             for round in 0..timing.rounds {
-                for (i, variant) in variants.iter().enumerate() {
+                for i in rotated(variants.len(), round) {
+                    let variant = &variants[i];
                     if round == 0 {
                         measure::run(clients, Budget::Time(timing.warmup), op(*variant)).await;
                     }
