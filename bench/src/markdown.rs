@@ -123,7 +123,8 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
         w,
         "1,000 holds with fresh keys released at once on a slot whose 10 seats are all held (and, as a \
          check, on one with its last seat free). In process, the 1,000 calls are served by N warm \
-         environments (20, as `make dev` runs each function; 100 as a heavier fleet) and a call's \
+         environments (8, the bench's usual fleet, on which the target is judged; 20, as `make dev` \
+         runs each function; 100 as a heavier fleet) and a call's \
          latency is its service time; *makespan* is until the last answer. Each in-process row pools \
          5 storms on fresh slots, the variants alternating: *service* is `shared::Booking::hold`, \
          *raw* the same statements sent directly, *point_read* the slot's row read by primary key on the \
@@ -148,7 +149,9 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
                 .join(", "),
             None => p["makespan_ms"].to_string(),
         };
-        let won = if p["won"].is_null() {
+        let won = if r.variant == "point_read" {
+            "—".to_string()
+        } else if p["won"].is_null() {
             p["active_after"]
                 .as_i64()
                 .zip(p["active_before"].as_i64())
