@@ -173,8 +173,32 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
             p["max_409_ms"],
             makespan,
             won,
-            p["row_lock_waits"],
+            if p["row_lock_waits"].is_null() {
+                "—".to_string()
+            } else {
+                p["row_lock_waits"].to_string()
+            },
             p["oversold"]
+        );
+    }
+    for r in rows.iter().filter(|r| {
+        r.scenario == "e2e.storm.sold_out"
+            && r.stats
+                .as_ref()
+                .is_some_and(|s| s.outcomes.contains_key("408"))
+    }) {
+        let p = &r.params;
+        let panics = p["instance_panics_in_log"].as_u64().unwrap_or(0)
+            - p["instance_panics_before_storm"].as_u64().unwrap_or(0);
+        let _ = writeln!(
+            w,
+            "\nOver HTTP with {} requests in flight, the 408s are `cargo lambda watch`'s own: its runtime \
+             emulator times the queued invocations out, and {panics} function instance(s) panicked in the \
+             emulator's runtime client during the storm (\"missing lambda-runtime-aws-request-id header\", \
+             see the watch log). Those requests never reached the service; no seat was won and nothing was \
+             oversold. Lambda itself queues nothing: each request gets its own environment, which is what \
+             the in-process rows simulate.",
+            r.clients.unwrap_or(0)
         );
     }
     let _ = writeln!(w, "\n## End to end over HTTP (`cargo lambda watch`)\n");
