@@ -2,138 +2,23 @@
 //! (20 instances per function, as `make dev` runs them), driven over HTTP.
 
 use serde_json::Value;
+use slot_booking_tests::watch::{Watch, WatchOptions, build_functions, workspace_root};
 use slot_booking_tests::*;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace")
-        .to_path_buf()
-}
-
-/// Builds the functions exactly as `cargo lambda watch` will run them
-/// (`cargo run --bin NAME`: features unified over the functions only), so
-/// its first request does not rebuild the dependencies. `cargo test` alone
-/// does not build other packages' binaries.
-fn build_functions() {
-    let built = std::process::Command::new("cargo")
-        .args([
-            "build",
-            "--bin",
-            "availability",
-            "--bin",
-            "hold",
-            "--bin",
-            "confirm",
-        ])
-        .args(["--bin", "cancel"])
-        .current_dir(workspace_root())
-        .status()
-        .expect("cargo build");
-    assert!(built.success(), "the functions must build");
-}
-
-/// `cargo lambda watch` on a free port, stopped when dropped.
-struct Watch {
-    child: Child,
-    base: String,
-    log: PathBuf,
-}
-
-impl Watch {
-    async fn start(db: &TestDb) -> Self {
-        let root = workspace_root();
-        // The project's own installer: cargo-lambda from PATH, or from the
-        // project-local venv it creates.
-        let tools = std::process::Command::new("bash")
-            .arg(root.join("scripts/ensure-cargo-lambda.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run ensure-cargo-lambda.sh");
-        assert!(
-            tools.status.success(),
-            "cargo-lambda could not be installed"
-        );
-        let tools = String::from_utf8(tools.stdout).unwrap().trim().to_string();
-        let path = format!("{tools}:{}", std::env::var("PATH").unwrap_or_default());
-
-        build_functions();
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            listener.local_addr().unwrap().port()
-        };
-        let log = root.join(format!("target/e2e-watch-{port}.log"));
-        let log_file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new("cargo")
-            .args([
-                "lambda",
-                "watch",
-                "--invoke-address",
-                "127.0.0.1",
-                "--invoke-port",
-            ])
-            .arg(port.to_string())
-            .args([
-                "--concurrency",
-                "20",
-                "--timeout",
-                "120",
-                "--ignore-changes",
-            ])
-            .current_dir(&root)
-            .env("PATH", path)
-            .env("DATABASE_URL", &db.url)
-            .env("REDIS_URL", redis_url())
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn cargo lambda watch");
-        let watch = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            log,
-        };
-        watch.wait_until_listening().await;
-        watch
-    }
-
-    async fn wait_until_listening(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            // `/` is no function route: it answers 404 as soon as the
-            // emulator listens, without starting a build.
-            if reqwest::get(format!("{}/", self.base)).await.is_ok() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        panic!(
-            "cargo lambda watch did not listen: see {}",
-            self.log.display()
-        );
-    }
-
-    fn stop(&mut self) {
-        if let Some(pid) = self.child.id() {
-            // SIGTERM lets it stop its function instances cleanly.
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        self.stop();
-    }
+/// The emulator serving the functions with this test's database.
+async fn serve(db: &TestDb) -> Watch {
+    Watch::start(WatchOptions {
+        database_url: &db.url,
+        redis_url: &redis_url(),
+        concurrency: 20,
+        timeout_secs: 120,
+        release: false,
+        log_prefix: "e2e-watch",
+    })
+    .await
+    .expect("cargo lambda watch")
 }
 
 async fn call(request: reqwest::RequestBuilder) -> (u16, Value) {
@@ -154,7 +39,7 @@ async fn call(request: reqwest::RequestBuilder) -> (u16, Value) {
 async fn the_served_binaries_answer_every_endpoint_and_the_seed_table_over_http() {
     let db = TestDb::new().await;
     let slot = scenarios::insert_slot(&db.admin, 2).await;
-    let watch = Watch::start(&db).await;
+    let watch = serve(&db).await;
     let http = reqwest::Client::new();
     let base = &watch.base;
 
@@ -237,13 +122,13 @@ async fn the_served_binaries_answer_every_endpoint_and_the_seed_table_over_http(
         println!("{outcome}");
         assert!(outcome.holds(), "{outcome}");
     }
-    drop(watch);
+    watch.stop().await;
     db.drop().await;
 }
 
 #[tokio::test]
 async fn a_function_refuses_to_start_on_an_invalid_cache_ttl_with_one_clear_line() {
-    build_functions();
+    build_functions(false).expect("the functions build");
     let binary = workspace_root().join("target/debug/availability");
     for bad in ["4", "16", "abc"] {
         let output = Command::new(&binary)

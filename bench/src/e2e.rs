@@ -8,12 +8,11 @@ use crate::report::Row;
 use crate::scenarios::Timing;
 use crate::setup::{Bench, ROOMY};
 use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+pub use slot_booking_tests::watch::workspace_root;
+use slot_booking_tests::watch::{Watch, WatchOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
-use tokio::process::{Child, Command};
+use std::time::Duration;
 
 /// Function instances per function, as `make dev` runs them.
 const CONCURRENCY: u32 = 20;
@@ -21,127 +20,16 @@ const CONCURRENCY: u32 = 20;
 const WARM_CLIENTS: usize = CONCURRENCY as usize;
 const WARM_UP: Duration = Duration::from_secs(3);
 
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace")
-        .to_path_buf()
-}
-
-/// `cargo lambda watch` on a free loopback port, in its own process group
-/// so that stopping it also stops the function instances it started.
-struct Watch {
-    child: Child,
-    base: String,
-    log: PathBuf,
-}
-
-impl Watch {
-    async fn start(bench: &Bench, release: bool) -> Result<Self, String> {
-        let root = workspace_root();
-        let tools = std::process::Command::new("bash")
-            .arg(root.join("scripts/ensure-cargo-lambda.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("ensure-cargo-lambda.sh: {e}"))?;
-        if !tools.status.success() {
-            return Err("cargo-lambda could not be installed".into());
-        }
-        let tools = String::from_utf8_lossy(&tools.stdout).trim().to_string();
-        let path = format!("{tools}:{}", std::env::var("PATH").unwrap_or_default());
-
-        // Built as `cargo lambda watch` runs them (`cargo run --bin NAME`),
-        // so its first requests do not wait for a build.
-        let mut build = std::process::Command::new("cargo");
-        build.arg("build").current_dir(&root);
-        for bin in ["availability", "hold", "confirm", "cancel"] {
-            build.args(["--bin", bin]);
-        }
-        if release {
-            build.arg("--release");
-        }
-        let built = build.status().map_err(|e| format!("cargo build: {e}"))?;
-        if !built.success() {
-            return Err("the functions do not build".into());
-        }
-
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        let log = root.join(format!("target/bench-watch-{port}.log"));
-        let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
-        let mut command = Command::new("cargo");
-        command
-            .args([
-                "lambda",
-                "watch",
-                "--invoke-address",
-                "127.0.0.1",
-                "--invoke-port",
-            ])
-            .arg(port.to_string())
-            .args([
-                "--concurrency",
-                &CONCURRENCY.to_string(),
-                "--timeout",
-                "30",
-                "--ignore-changes",
-            ]);
-        if release {
-            command.arg("--release");
-        }
-        let child = command
-            .current_dir(&root)
-            .env("PATH", path)
-            .env("DATABASE_URL", &bench.url)
-            .env("REDIS_URL", &bench.redis_url)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log_file)
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("spawn cargo lambda watch: {e}"))?;
-        let watch = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            // `/` is no route: a 404 as soon as the emulator listens.
-            if reqwest::get(format!("{}/", watch.base)).await.is_ok() {
-                return Ok(watch);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        Err(format!(
-            "cargo lambda watch did not listen: see {}",
-            watch.log.display()
-        ))
-    }
-
-    /// SIGTERM to the process group it leads (itself and the instances it
-    /// started), then SIGKILL if it has not gone within 10 s.
-    async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            let group = format!("-{pid}");
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", "--", &group])
-                .status();
-            if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
-                .await
-                .is_err()
-            {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", "--", &group])
-                    .status();
-                let _ = self.child.wait().await;
-            }
-        }
-    }
+async fn serve(bench: &Bench, release: bool) -> Result<Watch, String> {
+    Watch::start(WatchOptions {
+        database_url: &bench.url,
+        redis_url: &bench.redis_url,
+        concurrency: CONCURRENCY,
+        timeout_secs: 30,
+        release,
+        log_prefix: "bench-watch",
+    })
+    .await
 }
 
 fn label(status: u16) -> &'static str {
@@ -248,7 +136,7 @@ pub async fn run(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Re
         cancel_at: AtomicUsize::new(0),
     });
 
-    let watch = Watch::start(bench, release).await?;
+    let watch = serve(bench, release).await?;
     let outcome = measure_endpoints(&watch, fixture, timing, profile, emit).await;
     let storm = match outcome {
         // 100 in flight first: 1,000 at once may break the emulator.
