@@ -130,7 +130,7 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
          *raw* the same statements sent directly, *point_read* the slot's row read by primary key on the \
          same connections at the same concurrency (the floor this machine sets: N database threads and \
          the bench share {} cores, so at 20 and 100 environments a call's time is mostly its wait for \
-         a core). *row lock waits* is InnoDB's `Innodb_row_lock_waits` over the storms: a 409 that \
+         a core; its 409 columns time those reads). *row lock waits* is InnoDB's `Innodb_row_lock_waits` over the storms: a 409 that \
          queued on the slot's row lock would count there. Over HTTP, each request has its own connection and \
          its latency includes the wait for one of the 20 instances.\n",
         meta.cores
