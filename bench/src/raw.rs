@@ -70,11 +70,17 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
         Some(_) => {}
     }
     let mut tx = pool.begin().await?;
-    let claimed = sqlx::query(Booking::HOLD_CLAIM)
+    let claim = sqlx::query(Booking::HOLD_CLAIM)
         .bind(slot)
         .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        .await?;
+    let claimed = claim.rows_affected();
+    if claimed == 1 && claim.last_insert_id() == 1 {
+        sqlx::query(Booking::HOLD_WATERMARK)
+            .bind(slot)
+            .execute(&mut *tx)
+            .await?;
+    }
     if claimed == 0 {
         let (remaining, held) = reclaim_locked(&mut tx, slot).await?;
         let again: Option<HoldRow> = sqlx::query_as(FIND_BY_KEY)
@@ -111,15 +117,13 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
 /// The service's reclaim under the slot's row lock: `(remaining, held)`
 /// afterwards.
 async fn reclaim_locked(conn: &mut MySqlConnection, slot: u64) -> Result<(u32, u32)> {
-    let (remaining, held, watermark, now): (u32, u32, DateTime<Utc>, DateTime<Utc>) =
-        sqlx::query_as(RECLAIM_LOCK)
-            .bind(slot)
-            .fetch_one(&mut *conn)
-            .await?;
-    let expired: i64 = sqlx::query_scalar(RECLAIM_COUNT)
+    let (remaining, held, watermark): (u32, u32, DateTime<Utc>) = sqlx::query_as(RECLAIM_LOCK)
+        .bind(slot)
+        .fetch_one(&mut *conn)
+        .await?;
+    let (now, expired): (DateTime<Utc>, i64) = sqlx::query_as(RECLAIM_COUNT)
         .bind(slot)
         .bind(watermark)
-        .bind(now)
         .fetch_one(&mut *conn)
         .await?;
     let expired = u32::try_from(expired).unwrap_or(u32::MAX);

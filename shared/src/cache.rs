@@ -185,6 +185,12 @@ impl AvailabilityCache {
         self.settings
     }
 
+    /// How long a copy stored now may still be served (the stale copy's
+    /// lifetime).
+    pub fn stale_lifetime(&self) -> Duration {
+        self.settings.ttl * STALE_FACTOR
+    }
+
     /// The availability list from the cache, or from `compute` (the one
     /// projection query, already encoded) under the single-flight lock.
     pub async fn get_or_compute<F, Fut>(&self, compute: F) -> Result<Served, Error>

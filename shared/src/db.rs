@@ -17,10 +17,18 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 /// a database that is down answers 503 well inside the function timeout.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Run on every new connection. `innodb_lock_wait_timeout`: the server
-/// default (50 s) outlives any Lambda timeout; a row lock held for 3 s means
-/// something is wrong, and the client is better served by a prompt 503.
-const SESSION_SETUP: &str = "SET SESSION innodb_lock_wait_timeout = 3";
+/// Run on every new connection.
+/// - `innodb_lock_wait_timeout`: the server default (50 s) outlives any
+///   Lambda timeout; a row lock held for 3 s means something is wrong, and
+///   the client is better served by a prompt 503.
+/// - REPEATABLE READ, whatever the server's default: the proof
+///   (docs/DESIGN.md) relies on it. Under READ COMMITTED a conditional
+///   UPDATE that matches no row releases its row lock at once, and a plain
+///   read sees rows committed after the transaction's first read.
+const SESSION_SETUP: [&str; 2] = [
+    "SET SESSION innodb_lock_wait_timeout = 3",
+    "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+];
 
 /// Builds a pool that connects on first use, so a cold start never fails
 /// because the database is briefly away.
@@ -160,7 +168,9 @@ fn pool_options(max_connections: u32) -> MySqlPoolOptions {
         .test_before_acquire(true)
         .after_connect(|conn, _meta| {
             Box::pin(async move {
-                conn.execute(SESSION_SETUP).await?;
+                for statement in SESSION_SETUP {
+                    conn.execute(statement).await?;
+                }
                 Ok(())
             })
         })
@@ -219,38 +229,62 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
 /// How often a whole transaction is attempted when it conflicts.
 const MAX_ATTEMPTS: u32 = 4;
 
-/// How long one operation, all its attempts included, may wait for the
-/// database before it answers 503. Every wait the server bounds (acquire
-/// 3 s, lock wait 3 s) ends well before; this bounds the ones nothing else
-/// does: a network gone silent mid-statement never errors (no read timeout,
-/// TCP gives up after minutes). It stays under the function timeout
-/// (`template.yaml`, 10 s), past which Lambda kills the invocation and API
-/// Gateway answers a bare 500 instead of our 503.
+/// How long one operation, all its attempts included, may take when its
+/// caller gave no deadline of its own. Every wait the server bounds
+/// (acquire 3 s, lock wait 3 s) ends well before; it stays under the
+/// function timeout (`template.yaml`, 10 s).
 pub const OPERATION_DEADLINE: Duration = Duration::from_secs(8);
 
 /// Runs a whole transaction, again if InnoDB aborted it (deadlock) or the
 /// connection died under it, a bounded number of times; then the failure
-/// becomes [`Error::Unavailable`] (503, safe to retry).
-///
-/// Every operation of the service is idempotent (a hold by its key, a
-/// confirm or cancel by the hold's state), so running one again after a
-/// connection died during COMMIT cannot apply it twice.
-///
-/// Past [`OPERATION_DEADLINE`] the attempt in flight is abandoned (its
-/// transaction is dropped, so it never commits unless COMMIT had already
-/// been sent) and the answer is 503: safe to retry for the same reason.
+/// becomes [`Error::Unavailable`] (503, safe to retry). Bounded by
+/// [`OPERATION_DEADLINE`]; see [`retrying_within`].
 pub async fn retrying<T, F, Fut>(operation: &'static str, attempt: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Error>>,
 {
-    match tokio::time::timeout(OPERATION_DEADLINE, retry_loop(operation, attempt)).await {
+    retrying_within(operation, OPERATION_DEADLINE, attempt).await
+}
+
+/// [`retrying`] within `budget`: the request's own deadline, so that the
+/// function answers before Lambda's timeout kills it (API Gateway would
+/// answer with its own bare error instead of our 503).
+///
+/// Every operation of the service is idempotent (a hold by its key, a
+/// confirm or cancel by the hold's state), so running one again after a
+/// connection died during COMMIT cannot apply it twice.
+///
+/// Past `budget` the attempt in flight is abandoned (its transaction is
+/// dropped, so it never commits unless COMMIT had already been sent) and
+/// the answer is 503: safe to retry for the same reason. This bounds the
+/// waits nothing else does: a network gone silent mid-statement never
+/// errors (no read timeout; TCP gives up after minutes).
+pub async fn retrying_within<T, F, Fut>(
+    operation: &'static str,
+    budget: Duration,
+    attempt: F,
+) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    within(operation, budget, retry_loop(operation, attempt)).await
+}
+
+/// `work` within `budget`, else [`Error::Unavailable`].
+pub async fn within<T>(
+    operation: &'static str,
+    budget: Duration,
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(budget, work).await {
         Ok(outcome) => outcome,
         Err(_) => {
-            tracing::error!(operation, deadline = ?OPERATION_DEADLINE, "no answer from the database in time");
+            tracing::error!(operation, ?budget, "no answer in time");
             Err(Error::Unavailable(sqlx::Error::Io(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                "no answer from the database within the operation deadline",
+                "no answer within the request's deadline",
             ))))
         }
     }

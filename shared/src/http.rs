@@ -4,18 +4,20 @@
 //! handler is a failed invocation, which API Gateway turns into a bare 500.
 
 use crate::App;
+use crate::booking::Booking;
 use crate::domain::{HoldId, IdempotencyKey, SlotId};
 use crate::error::Error;
 use lambda_http::http::{HeaderValue, StatusCode, header};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
+use std::time::{Duration, Instant, SystemTime};
 
 pub type HandlerResult = Result<Response<Body>, lambda_http::Error>;
 
 /// `GET /slots/availability`. `X-Cache` tells how it was served (hit,
 /// stale, miss, bypass) and `Age` how old the figures are, in seconds.
-pub async fn availability(app: &App, _request: Request) -> HandlerResult {
-    Ok(match app.booking.availability_json().await {
+pub async fn availability(app: &App, request: Request) -> HandlerResult {
+    Ok(match booking_for(app, &request).availability_json().await {
         Ok(served) => {
             let mut response = json_bytes(StatusCode::OK, served.body);
             let headers = response.headers_mut();
@@ -36,7 +38,7 @@ pub async fn hold(app: &App, request: Request) -> HandlerResult {
         let slot_id = path_id(&request, &["slots", "{id}", "hold"])
             .and_then(SlotId::parse)
             .ok_or(Error::NotFound("slot"))?;
-        app.booking.hold(slot_id, &key).await
+        booking_for(app, &request).hold(slot_id, &key).await
     }
     .await;
     Ok(match outcome {
@@ -52,7 +54,7 @@ pub async fn confirm(app: &App, request: Request) -> HandlerResult {
         let hold_id = path_id(&request, &["holds", "{id}", "confirm"])
             .and_then(HoldId::parse)
             .ok_or(Error::NotFound("hold"))?;
-        app.booking.confirm(hold_id).await
+        booking_for(app, &request).confirm(hold_id).await
     }
     .await;
     Ok(match outcome {
@@ -67,7 +69,7 @@ pub async fn cancel(app: &App, request: Request) -> HandlerResult {
         let hold_id = path_id(&request, &["holds", "{id}"])
             .and_then(HoldId::parse)
             .ok_or(Error::NotFound("hold"))?;
-        app.booking.cancel(hold_id).await
+        booking_for(app, &request).cancel(hold_id).await
     }
     .await;
     Ok(match outcome {
@@ -80,6 +82,34 @@ pub async fn cancel(app: &App, request: Request) -> HandlerResult {
 /// in the API's own error format rather than the gateway's bare body.
 pub async fn not_found(_request: Request) -> HandlerResult {
     Ok(error_response(&Error::NotFound("route")))
+}
+
+/// The service, bound to answer before this invocation's deadline.
+fn booking_for(app: &App, request: &Request) -> Booking {
+    let deadline = request
+        .lambda_context_ref()
+        .map(|context| context.deadline());
+    app.booking
+        .until(answer_by(deadline, SystemTime::now(), Instant::now()))
+}
+
+/// Kept back from Lambda's deadline to send the answer.
+const ANSWER_MARGIN: Duration = Duration::from_millis(500);
+
+/// When the service must have its answer: Lambda's deadline for this
+/// invocation less a margin. A deadline that is missing or cannot be one
+/// (in the past, or beyond Lambda's 15-minute maximum: `cargo lambda
+/// watch` sends a fixed 600,000 ms after the epoch) gives the default
+/// budget instead.
+fn answer_by(deadline: Option<SystemTime>, now: SystemTime, clock: Instant) -> Instant {
+    const LONGEST_INVOCATION: Duration = Duration::from_secs(15 * 60);
+    let left = deadline
+        .and_then(|deadline| deadline.duration_since(now).ok())
+        .filter(|left| *left <= LONGEST_INVOCATION);
+    match left {
+        Some(left) => clock + left.saturating_sub(ANSWER_MARGIN),
+        None => clock + crate::booking::DEFAULT_BUDGET,
+    }
 }
 
 /// The `id` path parameter, or, when the event carries none (a `$default`
@@ -188,6 +218,24 @@ pub fn error_response(err: &Error) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_answer_is_due_before_lambdas_deadline_and_a_bogus_deadline_gets_the_default() {
+        let (now, clock) = (SystemTime::now(), Instant::now());
+        let in_3s = now + Duration::from_secs(3);
+        assert_eq!(
+            answer_by(Some(in_3s), now, clock),
+            clock + Duration::from_secs(3) - ANSWER_MARGIN
+        );
+        let default = clock + crate::booking::DEFAULT_BUDGET;
+        let emulator = SystemTime::UNIX_EPOCH + Duration::from_millis(600_000);
+        assert_eq!(answer_by(Some(emulator), now, clock), default);
+        let in_a_day = now + Duration::from_secs(86_400);
+        assert_eq!(answer_by(Some(in_a_day), now, clock), default);
+        assert_eq!(answer_by(None, now, clock), default);
+        let in_100ms = now + Duration::from_millis(100);
+        assert_eq!(answer_by(Some(in_100ms), now, clock), clock, "no time left");
+    }
 
     #[test]
     fn ids_are_read_from_the_end_of_the_raw_path_whatever_the_stage() {

@@ -1,23 +1,66 @@
-//! Lambda function: the scheduled sweeper, `Booking::reclaim_expired`.
+//! Lambda function: the scheduled sweeper, `Booking::sweep`.
 //!
 //! Correctness never waits for it (expiry is exact without it); it keeps
-//! the "expired but still counted" holds few, so reads stay cheap.
+//! the "expired but still counted" holds few, so reads stay cheap, and it
+//! re-checks every maintained counter against the holds table.
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::{Value, json};
+use shared::booking::SweepLimits;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Slots reclaimed per invocation: one short transaction each.
-const SLOTS_PER_RUN: u32 = 500;
+/// Slots per run, each in one short transaction: the due ones, and as many
+/// of the least recently checked others.
+const DUE_PER_RUN: u32 = 500;
+const SAMPLE_PER_RUN: u32 = 500;
+/// The run stops taking slots this long before Lambda's deadline; at most
+/// this long in all when the deadline is unknown.
+const MARGIN: Duration = Duration::from_secs(10);
+const LONGEST_RUN: Duration = Duration::from_secs(45);
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let app = shared::App::from_env_or_exit().await;
-    run(service_fn(|_: LambdaEvent<Value>| async {
+    let app = &shared::App::from_env_or_exit().await;
+    run(service_fn(|event: LambdaEvent<Value>| async move {
+        // A deadline that cannot be one (`cargo lambda watch` sends 600 s
+        // after the epoch) leaves the longest run.
+        let left = event
+            .context
+            .deadline()
+            .duration_since(SystemTime::now())
+            .map_or(LONGEST_RUN, |left| left.saturating_sub(MARGIN));
+        let limits = SweepLimits {
+            max_due: DUE_PER_RUN,
+            sample: SAMPLE_PER_RUN,
+            budget: left.min(LONGEST_RUN),
+        };
         // Boxed: the sweep's future is deep enough to overflow the
         // compiler's layout depth limit when inlined into the runtime's.
-        let reclaimed = Box::pin(app.booking.reclaim_expired(SLOTS_PER_RUN)).await?;
-        tracing::info!(reclaimed, "expired holds reclaimed");
-        Ok::<_, Error>(json!({ "reclaimed": reclaimed }))
+        let report = Box::pin(app.booking.sweep(limits)).await?;
+        tracing::info!(?report, "sweep done");
+        // CloudWatch embedded metric format: the repairs become a metric
+        // an alarm can watch, without an API call.
+        println!(
+            "{}",
+            json!({
+                "_aws": {
+                    "Timestamp": SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0, |since| since.as_millis()),
+                    "CloudWatchMetrics": [{
+                        "Namespace": "SlotBooking",
+                        "Dimensions": [[]],
+                        "Metrics": [
+                            {"Name": "CounterRepairs", "Unit": "Count"},
+                            {"Name": "SweepSlotsFailed", "Unit": "Count"},
+                        ],
+                    }],
+                },
+                "CounterRepairs": report.repaired,
+                "SweepSlotsFailed": report.failed,
+            })
+        );
+        Ok::<_, Error>(json!(report))
     }))
     .await
 }

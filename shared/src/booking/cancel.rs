@@ -1,0 +1,72 @@
+//! Cancel: give up a hold or a booking.
+
+use super::sql::{find_by_id, find_with_expiry, lock_hold, lock_slot};
+use super::{Booking, Transition};
+use crate::db;
+use crate::domain::{HoldId, HoldStatus};
+use crate::error::Error;
+
+impl Booking {
+    /// Cancels a hold. A held hold (active or expired) frees its seat by
+    /// leaving the active set; a confirmed one gives its seat back, capped
+    /// at capacity. Cancelling a cancelled hold changes nothing. The cache
+    /// is invalidated as after a confirm.
+    pub async fn cancel(&self, hold_id: HoldId) -> Result<Transition, Error> {
+        let outcome = db::retrying_within("cancel", self.budget_before_invalidation(), || {
+            self.cancel_once(hold_id)
+        })
+        .await;
+        self.invalidate_unless_unchanged(&outcome).await;
+        outcome
+    }
+
+    /// Releases a held hold's claim on `held`, unless a reclaim already
+    /// did (it expired at or before the slot's reclaim watermark).
+    pub const CANCEL_RELEASE: &'static str = "UPDATE slots SET held = held - 1, updated_at = UTC_TIMESTAMP(6) \
+         WHERE id = ? AND held > 0 AND reclaimed_until < ?";
+    /// Only a confirmation consumed a seat, so only its cancellation
+    /// returns one; the cap means no sequence of cancels lifts remaining
+    /// above capacity.
+    pub const CANCEL_RETURN: &'static str = "UPDATE slots SET remaining = remaining + 1, updated_at = UTC_TIMESTAMP(6) \
+         WHERE id = ? AND remaining < capacity";
+    pub const CANCEL_MARK: &'static str = "UPDATE holds SET status = 'cancelled', cancelled_at = UTC_TIMESTAMP(6), \
+         updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+
+    async fn cancel_once(&self, hold_id: HoldId) -> Result<Transition, Error> {
+        let (hold, _) = find_with_expiry(&self.pool, hold_id).await?;
+        if hold.status == HoldStatus::Cancelled {
+            return Ok(Transition {
+                hold,
+                changed: false,
+            });
+        }
+        let mut tx = self.pool.begin().await?;
+        lock_slot(&mut tx, hold.slot_id).await?;
+        let (hold, _) = lock_hold(&mut tx, hold_id).await?;
+        let release = match hold.status {
+            HoldStatus::Cancelled => {
+                return Ok(Transition {
+                    hold,
+                    changed: false,
+                });
+            }
+            HoldStatus::Held => sqlx::query(Self::CANCEL_RELEASE)
+                .bind(hold.slot_id.0)
+                .bind(hold.expires_at),
+            HoldStatus::Confirmed => sqlx::query(Self::CANCEL_RETURN).bind(hold.slot_id.0),
+        };
+        release.execute(&mut *tx).await?;
+        sqlx::query(Self::CANCEL_MARK)
+            .bind(hold_id.0)
+            .execute(&mut *tx)
+            .await?;
+        let hold = find_by_id(&mut *tx, hold_id)
+            .await?
+            .ok_or(Error::HoldNotFound(hold_id))?;
+        tx.commit().await?;
+        Ok(Transition {
+            hold,
+            changed: true,
+        })
+    }
+}

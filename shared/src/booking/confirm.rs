@@ -1,0 +1,94 @@
+//! Confirm: turn an active hold into a booking, consuming one seat.
+
+use super::sql::{find_by_id, find_with_expiry, lock_hold, lock_slot};
+use super::{Booking, Transition};
+use crate::db;
+use crate::domain::{Hold, HoldId, HoldStatus};
+use crate::error::Error;
+
+impl Booking {
+    /// Turns a held, unexpired hold into a booking and consumes one seat.
+    ///
+    /// Idempotent: a confirmed hold answers with itself, even after its
+    /// `expires_at` has passed. The seat is taken by a conditional decrement
+    /// decided by rows affected: no read-then-write of `remaining`. The
+    /// cache is invalidated after the commit, and also whenever the commit
+    /// may have happened unseen (see `invalidate_unless_unchanged`).
+    pub async fn confirm(&self, hold_id: HoldId) -> Result<Transition, Error> {
+        let outcome = db::retrying_within("confirm", self.budget_before_invalidation(), || {
+            self.confirm_once(hold_id)
+        })
+        .await;
+        self.invalidate_unless_unchanged(&outcome).await;
+        outcome
+    }
+
+    /// The confirm's writes, after [`super::LOCK_SLOT`] and
+    /// [`super::LOCK_HOLD`]: the seat is consumed by a decrement that
+    /// carries its own condition.
+    pub const CONFIRM_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - 1, held = held - IF(held > 0, 1, 0), \
+         updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining > 0";
+    pub const CONFIRM_MARK: &'static str = "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
+         updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+
+    async fn confirm_once(&self, hold_id: HoldId) -> Result<Transition, Error> {
+        // A plain read answers the final states without any lock, and
+        // tells which slot to lock.
+        let (hold, expired) = find_with_expiry(&self.pool, hold_id).await?;
+        let slot_id = hold.slot_id;
+        if let Some(done) = confirm_decided(hold, expired)? {
+            return Ok(done);
+        }
+        let mut tx = self.pool.begin().await?;
+        // Lock order of every transaction: the slot row, then hold rows.
+        lock_slot(&mut tx, slot_id).await?;
+        // Check again under the locks, in this order: "already confirmed"
+        // first (a confirmed hold stays confirmable after its expiry), then
+        // cancelled, then expired. The expiry is decided here, by a
+        // statement sent after the slot's lock: hold creation decides
+        // "still active?" under that same lock, so the two decisions are
+        // serialised. A hold created after the expiry that did not count
+        // this one can never see it confirmed (bookable would be −1).
+        let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
+        if let Some(done) = confirm_decided(hold, expired)? {
+            return Ok(done);
+        }
+        // Consume the seat: check and write are one statement. The hold is
+        // active, so it is counted in `held` (expires_at > now >=
+        // reclaimed_until); the guard only absorbs out-of-band edits.
+        let consumed = sqlx::query(Self::CONFIRM_CONSUME)
+            .bind(slot_id.0)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if consumed == 0 {
+            return Err(Error::CapacityExhausted(slot_id));
+        }
+        sqlx::query(Self::CONFIRM_MARK)
+            .bind(hold_id.0)
+            .execute(&mut *tx)
+            .await?;
+        let hold = find_by_id(&mut *tx, hold_id)
+            .await?
+            .ok_or(Error::HoldNotFound(hold_id))?;
+        tx.commit().await?;
+        Ok(Transition {
+            hold,
+            changed: true,
+        })
+    }
+}
+
+/// The confirm decisions that need no write, in the required order:
+/// confirmed → replay; cancelled → refused; expired → refused.
+fn confirm_decided(hold: Hold, expired: bool) -> Result<Option<Transition>, Error> {
+    match hold.status {
+        HoldStatus::Confirmed => Ok(Some(Transition {
+            hold,
+            changed: false,
+        })),
+        HoldStatus::Cancelled => Err(Error::HoldCancelled(hold.id)),
+        HoldStatus::Held if expired => Err(Error::HoldExpired(hold.id)),
+        HoldStatus::Held => Ok(None),
+    }
+}

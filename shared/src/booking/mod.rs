@@ -1,0 +1,218 @@
+//! The booking use cases: availability, hold, confirm, cancel, and the
+//! sweeper. Each knows nothing of HTTP. The order of statements inside
+//! each transaction is the point of these modules and is commented where
+//! it is (docs/DESIGN.md has the proof).
+
+#[macro_use]
+mod sql;
+mod cancel;
+mod confirm;
+mod hold;
+mod reclaim;
+mod sweep;
+
+pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
+pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD, LOCK_SLOT};
+pub use sweep::{SweepLimits, SweepReport};
+
+use crate::cache::{AvailabilityCache, CacheStatus, Served};
+use crate::db::{self, retrying_within};
+use crate::domain::{Hold, SlotAvailability, SlotId};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use sqlx::MySqlPool;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The booking service. Cheap to clone; build it once per execution
+/// environment, and scope it to one request's deadline with
+/// [`Booking::until`].
+#[derive(Clone)]
+pub struct Booking {
+    pool: MySqlPool,
+    hold_ttl: Duration,
+    cache: Option<AvailabilityCache>,
+    /// How many projection queries this instance ran: lets operators and
+    /// tests see the cache absorbing reads.
+    projections: Arc<AtomicU64>,
+    /// When the caller must have its answer; `None`: [`DEFAULT_BUDGET`]
+    /// from the start of each operation.
+    deadline: Option<Instant>,
+}
+
+/// The time an operation may take when its caller set no deadline: under
+/// the function timeout (`template.yaml`, 10 s) with room to answer.
+pub const DEFAULT_BUDGET: Duration = db::OPERATION_DEADLINE;
+
+/// Kept back from a confirm's or cancel's budget for the invalidation that
+/// follows it (the cache's own time-outs bound it well below this).
+const INVALIDATION_RESERVE: Duration = Duration::from_millis(300);
+
+/// What `hold` did: a new hold (201) or the replay of the key's hold (200).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldOutcome {
+    pub hold: Hold,
+    pub created: bool,
+}
+
+/// What `confirm` or `cancel` did: `changed` is false for an idempotent
+/// replay (already confirmed / already cancelled).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub hold: Hold,
+    pub changed: bool,
+}
+
+impl Booking {
+    pub fn new(pool: MySqlPool, hold_ttl: Duration, cache: Option<AvailabilityCache>) -> Self {
+        Self {
+            pool,
+            hold_ttl,
+            cache,
+            projections: Arc::default(),
+            deadline: None,
+        }
+    }
+
+    /// This service, answering by `deadline`: every operation then returns
+    /// (503 `service_unavailable` if it must) before it, whatever the
+    /// database and the cache do.
+    pub fn until(&self, deadline: Instant) -> Self {
+        Self {
+            deadline: Some(deadline),
+            ..self.clone()
+        }
+    }
+
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    pub fn cache(&self) -> Option<&AvailabilityCache> {
+        self.cache.as_ref()
+    }
+
+    /// Projection queries run by this instance so far.
+    pub fn projections_run(&self) -> u64 {
+        self.projections.load(Ordering::Relaxed)
+    }
+
+    /// The time left for an operation starting now.
+    fn budget(&self) -> Duration {
+        self.deadline.map_or(DEFAULT_BUDGET, |deadline| {
+            deadline.saturating_duration_since(Instant::now())
+        })
+    }
+
+    fn budget_before_invalidation(&self) -> Duration {
+        self.budget().saturating_sub(INVALIDATION_RESERVE)
+    }
+
+    /// The availability list as JSON, through the cache when there is one.
+    /// Everything (the cache's waits, the database) within the budget.
+    pub async fn availability_json(&self) -> Result<Served, Error> {
+        let compute = || async {
+            let slots = self.availability().await?;
+            serde_json::to_vec(&slots)
+                .map_err(|err| Error::Internal(sqlx::Error::Encode(Box::new(err))))
+        };
+        let served = async {
+            match &self.cache {
+                Some(cache) => cache.get_or_compute(compute).await,
+                None => Ok(Served {
+                    body: compute().await?,
+                    status: CacheStatus::Bypass,
+                    age: Duration::ZERO,
+                }),
+            }
+        };
+        db::within("availability", self.budget(), served).await
+    }
+
+    /// What one slot has bookable now, by the hold path's own query
+    /// (`None`: no such slot). Not clamped: a negative figure would be an
+    /// oversell, which the tests look for.
+    pub async fn bookable(&self, slot_id: SlotId) -> Result<Option<i64>, Error> {
+        Ok(sqlx::query_scalar(slot_bookable!())
+            .bind(slot_id.0)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// The availability projection. Clamped at 0: an operator's
+    /// out-of-band change must not fail the whole list (on UNSIGNED columns
+    /// a negative intermediate would be error 1690, hence the SIGNED
+    /// arithmetic). A plain read: its `now` and its snapshot are both
+    /// taken as it starts, so it is the truth at one moment of the call.
+    pub const PROJECTION: &'static str = concat!(
+        "SELECT s.id, s.capacity, CAST(GREATEST(",
+        "CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COALESCE(e.n, 0), 0",
+        ") AS UNSIGNED) AS bookable, s.starts_at, s.ends_at ",
+        "FROM slots s LEFT JOIN (",
+        expired_but_counted_per_slot!(),
+        ") e ON e.slot_id = s.id ORDER BY s.id"
+    );
+
+    /// Every slot with what a client can still book: `remaining` minus the
+    /// slot's active holds, never below 0, ordered by slot id. One query;
+    /// its cost does not grow with the number of active holds.
+    pub async fn availability(&self) -> Result<Vec<SlotAvailability>, Error> {
+        self.projections.fetch_add(1, Ordering::Relaxed);
+        let rows: Vec<ProjectionRow> = retrying_within("availability", self.budget(), || async {
+            Ok(sqlx::query_as(Self::PROJECTION)
+                .fetch_all(&self.pool)
+                .await?)
+        })
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, capacity, bookable, starts_at, ends_at)| SlotAvailability {
+                    slot_id: SlotId(id),
+                    capacity,
+                    remaining: u32::try_from(bookable).unwrap_or(capacity).min(capacity),
+                    starts_at,
+                    ends_at,
+                },
+            )
+            .collect())
+    }
+
+    /// After a confirm or cancel, never inside its transaction: a reader
+    /// recomputing in between would cache the pre-commit figures for a
+    /// whole TTL. Invalidated unless the answer proves nothing changed
+    /// lately: a change (`changed`), a failure after which the COMMIT may
+    /// have happened unseen (a lost acknowledgement, the deadline firing
+    /// after COMMIT was sent), and a replay of a final state reached
+    /// recently (the request that reached it may have died before its own
+    /// invalidation) all invalidate. A hold does not invalidate: the
+    /// authoritative check is made at hold time, and a stream of holds
+    /// must not keep the cache empty.
+    async fn invalidate_unless_unchanged(&self, outcome: &Result<Transition, Error>) {
+        let Some(cache) = &self.cache else { return };
+        let may_have_changed = match outcome {
+            Ok(done) => done.changed || changed_within(&done.hold, cache.stale_lifetime()),
+            Err(Error::Unavailable(_) | Error::Internal(_)) => true,
+            Err(_) => false,
+        };
+        if may_have_changed {
+            cache.invalidate().await;
+        }
+    }
+}
+
+/// Whether the hold's last change is recent enough that a cached copy from
+/// before it may still be served. The database wrote `updated_at`; this
+/// compares it with the function's clock, which only decides whether to
+/// drop a cache entry, so a skew costs at most one extra invalidation: the
+/// margin covers the skew.
+fn changed_within(hold: &Hold, lifetime: Duration) -> bool {
+    const CLOCK_MARGIN: Duration = Duration::from_secs(60);
+    let age = Utc::now().signed_duration_since(hold.updated_at);
+    age.to_std()
+        .map_or(true, |age| age < lifetime + CLOCK_MARGIN)
+}
+
+/// `(id, capacity, bookable, starts_at, ends_at)`
+type ProjectionRow = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>);

@@ -1,0 +1,68 @@
+//! The reclaim: under a slot's row lock, give back the seats of the holds
+//! that expired since the slot's watermark, and move the watermark to now.
+//! The hold path runs it when the counter says full.
+
+use crate::domain::SlotId;
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use sqlx::MySqlConnection;
+
+/// The reclaim's statements, in order. The lock comes first and reads no
+/// clock: its `UTC_TIMESTAMP(6)` would be fixed when it *started*, before
+/// its lock wait, and a hold's reclaim granted the lock meanwhile may have
+/// moved the watermark past it (an older "now" written back would count
+/// the holds that reclaim subtracted again: the sweeper oversold so).
+pub const RECLAIM_LOCK: &str =
+    "SELECT remaining, held, reclaimed_until FROM slots WHERE id = ? FOR UPDATE";
+/// Sent after the lock, so its `now` is later than every watermark written
+/// before; it is also the statement that counts, with that very `now`.
+/// The first plain read of the transaction: its snapshot follows the lock.
+pub const RECLAIM_COUNT: &str = "SELECT UTC_TIMESTAMP(6), COUNT(*) FROM holds \
+     FORCE INDEX (holds_slot_id_status_expires_at_index) \
+     WHERE slot_id = ? AND status = 'held' AND expires_at > ? AND expires_at <= UTC_TIMESTAMP(6)";
+/// `GREATEST`: the watermark never moves back, whatever clock fed it.
+pub const RECLAIM_APPLY: &str = "UPDATE slots SET held = held - LEAST(held, ?), \
+     reclaimed_until = GREATEST(reclaimed_until, ?) WHERE id = ?";
+
+/// A slot's counters after [`reclaim_locked`].
+pub(super) struct Counters {
+    pub remaining: u32,
+    pub held: u32,
+}
+
+/// Under the slot's row lock (taken here, first): subtracts from `held` the
+/// holds that expired since the slot's reclaim watermark and moves the
+/// watermark to now. Afterwards `held` is exactly the slot's active holds.
+/// `None` when the slot does not exist.
+pub(super) async fn reclaim_locked(
+    conn: &mut MySqlConnection,
+    slot_id: SlotId,
+) -> Result<Option<Counters>, Error> {
+    let row: Option<(u32, u32, DateTime<Utc>)> = sqlx::query_as(RECLAIM_LOCK)
+        .bind(slot_id.0)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some((remaining, held, watermark)) = row else {
+        return Ok(None);
+    };
+    // Every hold of this slot is inserted, confirmed or cancelled under
+    // this lock, so this count cannot miss or double one.
+    let (now, expired): (DateTime<Utc>, i64) = sqlx::query_as(RECLAIM_COUNT)
+        .bind(slot_id.0)
+        .bind(watermark)
+        .fetch_one(&mut *conn)
+        .await?;
+    let expired = u32::try_from(expired).unwrap_or(u32::MAX);
+    // The watermark moves to now even when nothing expired: it bounds the
+    // projection's scan window.
+    sqlx::query(RECLAIM_APPLY)
+        .bind(expired)
+        .bind(now)
+        .bind(slot_id.0)
+        .execute(&mut *conn)
+        .await?;
+    Ok(Some(Counters {
+        remaining,
+        held: held.saturating_sub(expired),
+    }))
+}

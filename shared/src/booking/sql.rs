@@ -1,0 +1,209 @@
+//! The SQL the booking operations share: the one definition of an active
+//! hold, the counter's fragments, the hold resource's columns and the
+//! look-ups every operation makes.
+//!
+//! Expiry is decided by one clock, the database's (`UTC_TIMESTAMP(6)`).
+//! A statement's `UTC_TIMESTAMP(6)` is fixed when the statement *starts*,
+//! before any lock wait: every "now" that a decision or a watermark is
+//! based on comes from a statement sent after the slot's lock was granted
+//! (docs/DESIGN.md, "Every now, after the lock").
+
+use crate::domain::{Hold, HoldId, HoldStatus, IdempotencyKey, SlotId};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use sqlx::{MySqlConnection, MySqlPool};
+
+/// "A hold occupies a seat": the one definition, used by the capacity check
+/// of the hold path and by the availability projection. An expired hold
+/// keeps `status = 'held'` and stops counting the instant `expires_at`
+/// passes; no sweeper is needed for correctness.
+macro_rules! active_hold {
+    () => {
+        "status = 'held' AND expires_at > UTC_TIMESTAMP(6)"
+    };
+}
+pub const ACTIVE_HOLD: &str = active_hold!();
+
+/// The held-seats counter (docs/DESIGN.md). `slots.held` counts the
+/// slot's `held` holds that expire after its reclaim watermark
+/// `slots.reclaimed_until`. Among those, the ones already expired still
+/// occupy the counter but no longer a seat: this condition finds them, for
+/// a hold aliased `x` of a slot aliased `s`. Reclaims and the sweeper move
+/// the watermark, so they are few. Hence, with one clock,
+/// `held − (holds matching this) = (holds matching ACTIVE_HOLD)`, which
+/// the tests check as the oracle after every step.
+macro_rules! expired_but_counted {
+    () => {
+        "x.status = 'held' AND x.expires_at > s.reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)"
+    };
+}
+
+/// What one slot has bookable: `remaining − held + expired-but-counted`.
+/// SIGNED: on the UNSIGNED columns a negative intermediate would be error
+/// 1690. With `s.id = ?` the slot row is a constant to the optimiser, so
+/// the watermark bounds an index range over `(slot_id, status,
+/// expires_at)`: the cost is the slot's expired-but-counted holds, not its
+/// active ones. The index is forced: statistics sometimes tempt the
+/// optimiser into `(status, expires_at)`, ten times slower here.
+macro_rules! slot_bookable {
+    () => {
+        concat!(
+            "SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COUNT(x.id) ",
+            "FROM slots s LEFT JOIN holds x FORCE INDEX (holds_slot_id_status_expires_at_index) ",
+            "ON x.slot_id = s.id AND ",
+            expired_but_counted!(),
+            " WHERE s.id = ?"
+        )
+    };
+}
+
+/// The expired-but-counted holds of every slot, per slot, with the expiry
+/// of the oldest (the sweeper takes the oldest due first). The constant
+/// lower bound (the oldest watermark of a slot that counts any hold) turns
+/// the scan into a range over `(status, expires_at)` that covers the last
+/// hold TTL or so, not the whole history of expired holds.
+macro_rules! expired_but_counted_per_slot {
+    () => {
+        concat!(
+            "SELECT s.id AS slot_id, COUNT(*) AS n, MIN(x.expires_at) AS due ",
+            "FROM holds x JOIN slots s ON s.id = x.slot_id ",
+            "WHERE ",
+            expired_but_counted!(),
+            " AND x.expires_at > (SELECT MIN(m.reclaimed_until) FROM slots m WHERE m.held > 0) ",
+            "GROUP BY s.id"
+        )
+    };
+}
+
+/// The columns of the hold resource, in `HoldRow`'s order.
+macro_rules! hold_columns {
+    () => {
+        "id, slot_id, idempotency_key, status, expires_at, \
+         confirmed_at, cancelled_at, created_at, updated_at"
+    };
+}
+
+/// Every transaction that writes takes the slot's row lock first.
+pub const LOCK_SLOT: &str = "SELECT id FROM slots WHERE id = ? FOR UPDATE";
+
+pub(super) async fn lock_slot(conn: &mut MySqlConnection, slot_id: SlotId) -> Result<(), Error> {
+    sqlx::query(LOCK_SLOT)
+        .bind(slot_id.0)
+        .fetch_optional(conn)
+        .await?
+        .ok_or(Error::SlotNotFound(slot_id))?;
+    Ok(())
+}
+
+/// Sent after [`LOCK_SLOT`]: its `now` is later than the slot's lock, so
+/// the expiry it decides is serialised with every other decision made
+/// under that lock.
+pub const LOCK_HOLD: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ? FOR UPDATE"
+);
+
+/// Locks a hold row and tells, by the database's clock, whether it expired.
+pub(super) async fn lock_hold(
+    conn: &mut MySqlConnection,
+    id: HoldId,
+) -> Result<(Hold, bool), Error> {
+    let row = sqlx::query_as::<_, HoldRowExpired>(LOCK_HOLD)
+        .bind(id.0)
+        .fetch_optional(conn)
+        .await?;
+    let row = row.ok_or(Error::HoldNotFound(id))?;
+    Ok((row.row.into_hold()?, row.expired))
+}
+
+/// A plain read: the expiry it reports is final (an expired hold cannot
+/// become active again), so it may answer without a lock.
+pub const FIND_WITH_EXPIRY: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?"
+);
+
+/// The same read as [`lock_hold`], without a lock.
+pub(super) async fn find_with_expiry(pool: &MySqlPool, id: HoldId) -> Result<(Hold, bool), Error> {
+    let row = sqlx::query_as::<_, HoldRowExpired>(FIND_WITH_EXPIRY)
+        .bind(id.0)
+        .fetch_optional(pool)
+        .await?;
+    let row = row.ok_or(Error::HoldNotFound(id))?;
+    Ok((row.row.into_hold()?, row.expired))
+}
+
+pub const FIND_BY_KEY: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    " FROM holds WHERE idempotency_key = ? LIMIT 1"
+);
+
+pub(super) async fn find_by_key<'c, E>(conn: E, key: &IdempotencyKey) -> Result<Option<Hold>, Error>
+where
+    E: sqlx::Executor<'c, Database = sqlx::MySql>,
+{
+    sqlx::query_as::<_, HoldRow>(FIND_BY_KEY)
+        .bind(key.as_str())
+        .fetch_optional(conn)
+        .await?
+        .map(HoldRow::into_hold)
+        .transpose()
+}
+
+pub const FIND_BY_ID: &str = concat!("SELECT ", hold_columns!(), " FROM holds WHERE id = ?");
+
+pub(super) async fn find_by_id<'c, E>(conn: E, id: HoldId) -> Result<Option<Hold>, Error>
+where
+    E: sqlx::Executor<'c, Database = sqlx::MySql>,
+{
+    sqlx::query_as::<_, HoldRow>(FIND_BY_ID)
+        .bind(id.0)
+        .fetch_optional(conn)
+        .await?
+        .map(HoldRow::into_hold)
+        .transpose()
+}
+
+#[derive(sqlx::FromRow)]
+struct HoldRow {
+    id: u64,
+    slot_id: u64,
+    idempotency_key: String,
+    status: String,
+    expires_at: DateTime<Utc>,
+    confirmed_at: Option<DateTime<Utc>>,
+    cancelled_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct HoldRowExpired {
+    #[sqlx(flatten)]
+    row: HoldRow,
+    expired: bool,
+}
+
+impl HoldRow {
+    fn into_hold(self) -> Result<Hold, Error> {
+        let status = HoldStatus::parse(&self.status).ok_or_else(|| {
+            Error::Internal(sqlx::Error::Decode(
+                format!("unknown hold status {:?}", self.status).into(),
+            ))
+        })?;
+        Ok(Hold {
+            id: HoldId(self.id),
+            slot_id: SlotId(self.slot_id),
+            status,
+            idempotency_key: self.idempotency_key,
+            expires_at: self.expires_at,
+            confirmed_at: self.confirmed_at,
+            cancelled_at: self.cancelled_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}

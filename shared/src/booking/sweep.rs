@@ -1,0 +1,183 @@
+//! The sweeper: reclaims expired seats and re-checks every maintained
+//! counter against the holds table, one short transaction per slot.
+//!
+//! Correctness never waits for it (expiry is exact without it); it keeps
+//! the "expired but still counted" holds few, which keeps the projection
+//! and the hold pre-check cheap, and it heals a counter that drifted (an
+//! operator's hand edit, a bug): SPEC §9 "Self-check".
+
+use super::Booking;
+use crate::db;
+use crate::domain::SlotId;
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use std::time::{Duration, Instant};
+
+/// How much one run may do.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepLimits {
+    /// Slots with expired, still-counted holds, oldest due first.
+    pub max_due: u32,
+    /// Besides those, the least recently checked slots, so that every slot
+    /// is re-checked in turn.
+    pub sample: u32,
+    /// The run stops taking slots after this long (below the function's
+    /// timeout): a slot in progress finishes, the rest wait for the next run.
+    pub budget: Duration,
+}
+
+/// What one run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SweepReport {
+    pub visited: u64,
+    pub reclaimed: u64,
+    /// Counters found drifted and repaired (each also logged as an error).
+    pub repaired: u64,
+    /// Slots skipped by an error or a lock wait; the run went on.
+    pub failed: u64,
+    /// The budget ran out before every slot was visited.
+    pub out_of_time: bool,
+}
+
+/// The slots due, oldest expired-but-counted hold first.
+const SWEEP_DUE: &str = concat!(
+    "SELECT slot_id FROM (",
+    expired_but_counted_per_slot!(),
+    ") e ORDER BY due, slot_id LIMIT ?"
+);
+/// The rotation of the self-check.
+const SWEEP_SAMPLE: &str = "SELECT id FROM slots ORDER BY checked_at, id LIMIT ?";
+/// The lock first, reading no clock (see `RECLAIM_LOCK`).
+pub const CHECK_LOCK: &str =
+    "SELECT capacity, remaining, held, reclaimed_until FROM slots WHERE id = ? FOR UPDATE";
+/// After the lock, in one statement with one `now`: the holds the counter
+/// must count once the watermark is at now, the ones that expired since
+/// the watermark (what an ordinary reclaim subtracts), and the confirmed.
+pub const CHECK_COUNT: &str = "SELECT UTC_TIMESTAMP(6), \
+     COUNT(CASE WHEN status = 'held' AND expires_at > GREATEST(?, UTC_TIMESTAMP(6)) THEN 1 END), \
+     COUNT(CASE WHEN status = 'held' AND expires_at > ? AND expires_at <= UTC_TIMESTAMP(6) THEN 1 END), \
+     COUNT(CASE WHEN status = 'confirmed' THEN 1 END) \
+     FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) WHERE slot_id = ?";
+/// Writes the true figures; the watermark never moves back.
+pub const CHECK_APPLY: &str = "UPDATE slots SET held = ?, remaining = ?, \
+     reclaimed_until = GREATEST(reclaimed_until, ?), checked_at = ? WHERE id = ?";
+
+/// One slot's check.
+struct Checked {
+    reclaimed: u64,
+    repaired: u64,
+}
+
+impl Booking {
+    /// One sweep: the due slots (oldest due first), then a rotating sample
+    /// of the others, each reclaimed and re-checked under its own lock in
+    /// its own short transaction. One slot's error or lock wait is logged
+    /// and skipped; the run goes on until `limits.budget`.
+    pub async fn sweep(&self, limits: SweepLimits) -> Result<SweepReport, Error> {
+        let started = Instant::now();
+        let mut slots: Vec<u64> = sqlx::query_scalar(SWEEP_DUE)
+            .bind(limits.max_due)
+            .fetch_all(&self.pool)
+            .await?;
+        let sample: Vec<u64> = sqlx::query_scalar(SWEEP_SAMPLE)
+            .bind(limits.sample)
+            .fetch_all(&self.pool)
+            .await?;
+        for slot in sample {
+            if !slots.contains(&slot) {
+                slots.push(slot);
+            }
+        }
+        let mut report = SweepReport::default();
+        for slot in slots {
+            let left = limits.budget.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                report.out_of_time = true;
+                break;
+            }
+            let checked =
+                db::retrying_within("sweep", left, || self.check_slot(SlotId(slot))).await;
+            match checked {
+                Ok(Some(checked)) => {
+                    report.visited += 1;
+                    report.reclaimed += checked.reclaimed;
+                    report.repaired += checked.repaired;
+                }
+                Ok(None) => {} // deleted meanwhile
+                Err(err) => {
+                    report.failed += 1;
+                    tracing::warn!(slot_id = slot, error = %err, "sweep skipped a slot");
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// [`Booking::sweep`] of up to `max_slots` due slots and as many others,
+    /// within the default budget; returns how many holds were reclaimed.
+    pub async fn reclaim_expired(&self, max_slots: u32) -> Result<u64, Error> {
+        let report = self
+            .sweep(SweepLimits {
+                max_due: max_slots,
+                sample: max_slots,
+                budget: self.budget(),
+            })
+            .await?;
+        Ok(report.reclaimed)
+    }
+
+    /// Reclaims and re-checks one slot under its lock. `None`: no such slot.
+    async fn check_slot(&self, slot_id: SlotId) -> Result<Option<Checked>, Error> {
+        let mut tx = self.pool.begin().await?;
+        let row: Option<(u32, u32, u32, DateTime<Utc>)> = sqlx::query_as(CHECK_LOCK)
+            .bind(slot_id.0)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some((capacity, remaining, held, watermark)) = row else {
+            return Ok(None);
+        };
+        let (now, counted, expired, confirmed): (DateTime<Utc>, i64, i64, i64) =
+            sqlx::query_as(CHECK_COUNT)
+                .bind(watermark)
+                .bind(watermark)
+                .bind(slot_id.0)
+                .fetch_one(&mut *tx)
+                .await?;
+        // What the counters would be after an ordinary reclaim, and what
+        // the holds table says they must be.
+        let kept = i64::from(held) - expired;
+        let true_remaining = i64::from(capacity) - confirmed;
+        let mut repaired = 0;
+        for (counter, stored, truth) in [
+            ("held", kept, counted),
+            ("remaining", i64::from(remaining), true_remaining),
+        ] {
+            if stored != truth {
+                repaired += 1;
+                tracing::error!(
+                    slot_id = slot_id.0,
+                    counter,
+                    stored,
+                    truth,
+                    "counter drifted from the holds table; repaired"
+                );
+            }
+        }
+        // More confirmed than capacity cannot be repaired by a counter: the
+        // error above says so; the UNSIGNED column keeps 0.
+        let true_remaining = u32::try_from(true_remaining.max(0)).unwrap_or(capacity);
+        sqlx::query(CHECK_APPLY)
+            .bind(u32::try_from(counted).unwrap_or(u32::MAX))
+            .bind(true_remaining)
+            .bind(now)
+            .bind(now)
+            .bind(slot_id.0)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(Checked {
+            reclaimed: u64::try_from(expired.min(i64::from(held))).unwrap_or(0),
+            repaired,
+        }))
+    }
+}
