@@ -2,6 +2,8 @@
 //! that behave like Lambda execution environments (one connection each),
 //! API Gateway v2 events, and the count-based oracle of the invariants.
 
+pub mod history;
+pub mod planted;
 pub mod proxy;
 pub mod scenarios;
 pub mod watch;
