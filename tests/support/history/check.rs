@@ -132,7 +132,8 @@ fn partition(history: &[Call], capacities: &BTreeMap<u64, u32>) -> Result<Vec<Pa
                 show(c)
             ));
         }
-        if key_slot.get(h.key.as_str()).is_some_and(|s| *s != h.slot) {
+        // A key only confirmed or cancelled here has the slot its hold says.
+        if *key_slot.entry(&h.key).or_insert(h.slot) != h.slot {
             return Err(format!("call #{i}: hold on a slot its key never asked for"));
         }
     }
@@ -230,7 +231,8 @@ fn search(p: &Partition, history: &[Call]) -> (usize, Result<(), String>) {
             return (cache.len(), Ok(()));
         }
         // A call invoked after some unlinearized call completed must come
-        // after it: only calls invoked before that bound are candidates.
+        // after it: only calls invoked by that bound are candidates (equal
+        // instants count as overlapping, as in Porcupine).
         let bound = (0..n)
             .filter(|&i| !is_done(&done, i))
             .map(|i| p.ops[i].completed)
@@ -238,7 +240,7 @@ fn search(p: &Partition, history: &[Call]) -> (usize, Result<(), String>) {
             .unwrap_or(u64::MAX);
         let mut next = None;
         let mut i = resume;
-        while i < n && p.ops[i].invoked < bound {
+        while i < n && p.ops[i].invoked <= bound {
             let op = &p.ops[i];
             if !is_done(&done, i)
                 && let Some(after) = p.model.step(&state, op.kind, op.key, &op.observed)
@@ -304,7 +306,7 @@ fn explain(p: &Partition, history: &[Call], order: &[usize], state: &State) -> S
         .min()
         .unwrap_or(u64::MAX);
     for (i, op) in p.ops.iter().enumerate() {
-        if done.contains(&i) || op.invoked >= bound {
+        if done.contains(&i) || op.invoked > bound {
             continue;
         }
         let (expected, _) = p.model.apply(state, op.kind, op.key);

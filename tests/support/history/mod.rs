@@ -8,6 +8,8 @@
 //! answer that was observed (Wing & Gong's search with Lowe's memoisation,
 //! one slot at a time, as Porcupine does).
 
+#[cfg(test)]
+mod brute;
 mod check;
 mod model;
 #[cfg(test)]

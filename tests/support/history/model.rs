@@ -29,7 +29,7 @@ impl Status {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Unused => "unused",
             Self::Held => "held",
