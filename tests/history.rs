@@ -5,6 +5,8 @@
 //! concurrent workload, which it must accept.
 
 use futures::future::join_all;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use shared::App;
 use shared::http;
@@ -56,19 +58,115 @@ async fn real_hold(app: &App, slot: u64, key: &str) -> (u16, Value) {
     )
 }
 
-/// A hold known to the callers: its slot, its key, its id once an answer gave it.
-type Known = (u64, String, Option<u64>);
+/// A hold the callers know of: its slot and key, and, once an answer gave
+/// them, its id and the status that answer showed.
+#[derive(Clone)]
+struct Known {
+    slot: u64,
+    key: String,
+    id: Option<u64>,
+    status: String,
+}
+
+const CALLS_EACH: usize = 40;
+
+/// One of the known holds with an id, preferably one that `wanted` likes.
+fn pick(known: &[Known], rng: &mut StdRng, wanted: impl Fn(&Known) -> bool) -> Option<Known> {
+    let with_id: Vec<&Known> = known.iter().filter(|k| k.id.is_some()).collect();
+    let fitting: Vec<&Known> = with_id.iter().copied().filter(|k| wanted(k)).collect();
+    let from = if fitting.is_empty() { with_id } else { fitting };
+    (!from.is_empty()).then(|| from[rng.random_range(0..from.len())].clone())
+}
+
+/// One caller of the workload: holds with fresh keys, replays of known
+/// keys, confirms of holds last seen held, cancels of holds last seen
+/// held or confirmed; its own and the other callers' alike.
+async fn caller(
+    client: usize,
+    app: App,
+    slots: Arc<Vec<u64>>,
+    known: Arc<Mutex<Vec<Known>>>,
+    rec: Recorder,
+) {
+    let mut rng = StdRng::from_rng(&mut rand::rng());
+    for _ in 0..CALLS_EACH {
+        let roll = rng.random_range(0..100);
+        let request = {
+            let known = known.lock().unwrap();
+            let id = |k: Known| k.id.expect("picked with an id");
+            match roll {
+                40..55 if !known.is_empty() => {
+                    let k = known[rng.random_range(0..known.len())].clone();
+                    Some(Request::Hold {
+                        slot: k.slot,
+                        key: k.key,
+                    })
+                }
+                55..80 => pick(&known, &mut rng, |k| k.status == "held")
+                    .map(|k| Request::Confirm { hold: id(k) }),
+                80.. => pick(&known, &mut rng, |k| k.status != "cancelled")
+                    .map(|k| Request::Cancel { hold: id(k) }),
+                _ => None,
+            }
+        }
+        .unwrap_or_else(|| Request::Hold {
+            slot: slots[rng.random_range(0..slots.len())],
+            key: new_key().to_string(),
+        });
+        let (_, body) = match &request {
+            Request::Hold { slot, key } => {
+                let answer = real_hold(&app, *slot, key);
+                rec.record(client, request.clone(), answer).await
+            }
+            Request::Confirm { hold } => {
+                let answer = http::confirm(&app, confirm_request(&hold.to_string()));
+                rec.record(client, request.clone(), async {
+                    read(answer.await.unwrap())
+                })
+                .await
+            }
+            Request::Cancel { hold } => {
+                let answer = http::cancel(&app, cancel_request(&hold.to_string()));
+                rec.record(client, request.clone(), async {
+                    read(answer.await.unwrap())
+                })
+                .await
+            }
+        };
+        let mut known = known.lock().unwrap();
+        let key = match (&request, body["idempotency_key"].as_str()) {
+            (_, Some(key)) => key.to_string(),
+            (Request::Hold { key, .. }, None) => key.clone(),
+            _ => continue,
+        };
+        let i = match known.iter().position(|k| k.key == key) {
+            Some(i) => i,
+            None => {
+                let Request::Hold { slot, .. } = request else {
+                    continue;
+                };
+                known.push(Known {
+                    slot,
+                    key,
+                    id: None,
+                    status: String::new(),
+                });
+                known.len() - 1
+            }
+        };
+        if let (Some(id), Some(status)) = (body["id"].as_u64(), body["status"].as_str()) {
+            (known[i].id, known[i].status) = (Some(id), status.to_string());
+        }
+    }
+}
 
 /// Twelve callers, each its own environment, released together, on four
-/// slots of one to three seats: holds with fresh keys, replays of known
-/// keys, confirms and cancels of holds any caller has seen. Every call goes
-/// through the HTTP handlers and is recorded; the history must be
-/// linearizable. Holds live 300 s, so none expires during the run.
+/// slots of one to three seats (see [`caller`]). Every call goes through
+/// the HTTP handlers and is recorded; the history must be linearizable.
+/// Holds live 300 s, so none expires during the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn the_real_services_history_under_a_randomized_concurrent_workload_is_linearizable() {
-    use rand::{Rng, SeedableRng};
     const CALLERS: usize = 12;
-    const CALLS_EACH: usize = 40;
     let db = TestDb::new().await;
     let mut capacities = BTreeMap::new();
     for capacity in [1, 2, 3, 2] {
@@ -80,67 +178,7 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
     let apps = warm_apps(&db, CALLERS).await;
     let rec = recorder.clone();
     together(apps, move |client, app| {
-        let (slots, known, rec) = (slots.clone(), known.clone(), rec.clone());
-        async move {
-            let mut rng = rand::rngs::StdRng::from_rng(&mut rand::rng());
-            for _ in 0..CALLS_EACH {
-                let roll = rng.random_range(0..100);
-                // Own holds and others' alike: the pool is shared.
-                let pick = {
-                    let known = known.lock().unwrap();
-                    // Confirms and cancels favour recent holds, which are
-                    // more often still held.
-                    let with_id: Vec<&Known> = known
-                        .iter()
-                        .rev()
-                        .filter(|k| k.2.is_some())
-                        .take(6)
-                        .collect();
-                    match roll {
-                        40..55 if !known.is_empty() => {
-                            Some(known[rng.random_range(0..known.len())].clone())
-                        }
-                        55.. if !with_id.is_empty() => {
-                            Some(with_id[rng.random_range(0..with_id.len())].clone())
-                        }
-                        _ => None,
-                    }
-                };
-                let (slot, key) = match (&pick, roll) {
-                    (Some((_, _, Some(id))), 55..80) => {
-                        let request = Request::Confirm { hold: *id };
-                        let answer = http::confirm(&app, confirm_request(&id.to_string()));
-                        rec.record(client, request, async { read(answer.await.unwrap()) })
-                            .await;
-                        continue;
-                    }
-                    (Some((_, _, Some(id))), 80..) => {
-                        let request = Request::Cancel { hold: *id };
-                        let answer = http::cancel(&app, cancel_request(&id.to_string()));
-                        rec.record(client, request, async { read(answer.await.unwrap()) })
-                            .await;
-                        continue;
-                    }
-                    (Some((slot, key, _)), _) => (*slot, key.clone()),
-                    (None, _) => (
-                        slots[rng.random_range(0..slots.len())],
-                        new_key().to_string(),
-                    ),
-                };
-                let request = Request::Hold {
-                    slot,
-                    key: key.clone(),
-                };
-                let (_, body) = rec
-                    .record(client, request, real_hold(&app, slot, &key))
-                    .await;
-                let mut known = known.lock().unwrap();
-                match known.iter_mut().find(|k| k.1 == key) {
-                    Some(k) => k.2 = k.2.or(body["id"].as_u64()),
-                    None => known.push((slot, key, body["id"].as_u64())),
-                }
-            }
-        }
+        caller(client, app, slots.clone(), known.clone(), rec.clone())
     })
     .await;
     let history = recorder.history();

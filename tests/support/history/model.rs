@@ -130,6 +130,10 @@ impl Slot {
         let mut next = state.clone();
         let ok = |status| Expected::Hold { code: 200, status };
         let expected = match (kind, current) {
+            // Strict: a key's first use answers 201. (The service's retry
+            // after a connection lost during COMMIT answers 200, a replay
+            // of its own hold; a workload that injects such faults would
+            // need to allow that here.)
             (Kind::Hold, Unused) if self.bookable(state) > 0 => {
                 next[key] = Held;
                 Expected::Hold {
