@@ -3,7 +3,9 @@
 //! API Gateway v2 events, and the count-based oracle of the invariants.
 
 pub mod counters;
+pub mod history;
 pub mod locks;
+pub mod planted;
 pub mod proxy;
 pub mod scenarios;
 pub mod watch;
