@@ -5,6 +5,7 @@ use super::{Booking, Transition};
 use crate::db;
 use crate::domain::{HoldId, HoldStatus};
 use crate::error::Error;
+use sqlx::{Connection, MySqlConnection};
 
 impl Booking {
     /// Cancels a hold. A held hold (active or expired) frees its seat by
@@ -12,10 +13,10 @@ impl Booking {
     /// at capacity. Cancelling a cancelled hold changes nothing. The cache
     /// is invalidated as after a confirm.
     pub async fn cancel(&self, hold_id: HoldId) -> Result<Transition, Error> {
-        let outcome = db::retrying_within("cancel", self.budget_before_invalidation(), || {
-            self.cancel_once(hold_id)
-        })
-        .await;
+        let deadline = self.deadline_before_invalidation();
+        let outcome = db::transact!(&self.pool, "cancel", deadline, |conn| {
+            self.cancel_once(&mut conn, hold_id).await
+        });
         self.invalidate_unless_unchanged(&outcome).await;
         outcome
     }
@@ -32,15 +33,19 @@ impl Booking {
     pub const CANCEL_MARK: &'static str = "UPDATE holds SET status = 'cancelled', cancelled_at = UTC_TIMESTAMP(6), \
          updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
 
-    async fn cancel_once(&self, hold_id: HoldId) -> Result<Transition, Error> {
-        let (hold, _) = find_with_expiry(&self.pool, hold_id).await?;
+    async fn cancel_once(
+        &self,
+        conn: &mut MySqlConnection,
+        hold_id: HoldId,
+    ) -> Result<Transition, Error> {
+        let (hold, _) = find_with_expiry(&mut *conn, hold_id).await?;
         if hold.status == HoldStatus::Cancelled {
             return Ok(Transition {
                 hold,
                 changed: false,
             });
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = conn.begin().await?;
         lock_slot(&mut tx, hold.slot_id).await?;
         let (hold, _) = lock_hold(&mut tx, hold_id).await?;
         let release = match hold.status {

@@ -5,6 +5,7 @@ use super::{Booking, Transition};
 use crate::db;
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
+use sqlx::{Connection, MySqlConnection};
 
 impl Booking {
     /// Turns a held, unexpired hold into a booking and consumes one seat.
@@ -15,10 +16,10 @@ impl Booking {
     /// cache is invalidated after the commit, and also whenever the commit
     /// may have happened unseen (see `invalidate_unless_unchanged`).
     pub async fn confirm(&self, hold_id: HoldId) -> Result<Transition, Error> {
-        let outcome = db::retrying_within("confirm", self.budget_before_invalidation(), || {
-            self.confirm_once(hold_id)
-        })
-        .await;
+        let deadline = self.deadline_before_invalidation();
+        let outcome = db::transact!(&self.pool, "confirm", deadline, |conn| {
+            self.confirm_once(&mut conn, hold_id).await
+        });
         self.invalidate_unless_unchanged(&outcome).await;
         outcome
     }
@@ -31,15 +32,19 @@ impl Booking {
     pub const CONFIRM_MARK: &'static str = "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
          updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
 
-    async fn confirm_once(&self, hold_id: HoldId) -> Result<Transition, Error> {
+    async fn confirm_once(
+        &self,
+        conn: &mut MySqlConnection,
+        hold_id: HoldId,
+    ) -> Result<Transition, Error> {
         // A plain read answers the final states without any lock, and
         // tells which slot to lock.
-        let (hold, expired) = find_with_expiry(&self.pool, hold_id).await?;
+        let (hold, expired) = find_with_expiry(&mut *conn, hold_id).await?;
         let slot_id = hold.slot_id;
         if let Some(done) = confirm_decided(hold, expired)? {
             return Ok(done);
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = conn.begin().await?;
         // Lock order of every transaction: the slot row, then hold rows.
         lock_slot(&mut tx, slot_id).await?;
         // Check again under the locks, in this order: "already confirmed"

@@ -6,6 +6,7 @@ use super::{Booking, HoldOutcome};
 use crate::db;
 use crate::domain::{Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::Error;
+use sqlx::{Connection, MySqlConnection};
 
 impl Booking {
     /// Places a hold on one seat of `slot_id` for the configured hold TTL.
@@ -17,7 +18,9 @@ impl Booking {
     /// A key used for another slot is refused. A slot with no bookable
     /// seat is refused without waiting for its row lock.
     pub async fn hold(&self, slot_id: SlotId, key: &IdempotencyKey) -> Result<HoldOutcome, Error> {
-        db::retrying_within("hold", self.budget(), || self.hold_once(slot_id, key)).await
+        db::transact!(&self.pool, "hold", self.deadline(), |conn| {
+            self.hold_once(&mut conn, slot_id, key).await
+        })
     }
 
     /// The hold's statements, in the order [`Booking::hold`] sends them
@@ -48,7 +51,12 @@ impl Booking {
     pub const HOLD_INSERT: &'static str = "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, created_at, updated_at) \
          VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))";
 
-    async fn hold_once(&self, slot_id: SlotId, key: &IdempotencyKey) -> Result<HoldOutcome, Error> {
+    async fn hold_once(
+        &self,
+        conn: &mut MySqlConnection,
+        slot_id: SlotId,
+        key: &IdempotencyKey,
+    ) -> Result<HoldOutcome, Error> {
         // 1. One plain read, no lock: the key's hold, if any, and what the
         //    slot has bookable right now, in one snapshot. Key first (an
         //    ordinary retry is a replay), then the slot. A sold-out slot is
@@ -58,10 +66,10 @@ impl Booking {
         let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(Self::HOLD_PRECHECK)
             .bind(key.as_str())
             .bind(slot_id.0)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *conn)
             .await?;
         if let Some(id) = key_hold {
-            let hold = find_by_id(&self.pool, HoldId(id)).await?;
+            let hold = find_by_id(&mut *conn, HoldId(id)).await?;
             return replay(hold.ok_or(Error::HoldNotFound(HoldId(id)))?, slot_id);
         }
         // No figure is not proof that the slot is missing: a scalar subquery
@@ -71,7 +79,7 @@ impl Booking {
             return Err(Error::CapacityExhausted(slot_id));
         }
 
-        let mut tx = self.pool.begin().await?;
+        let mut tx = conn.begin().await?;
         // 2. Claim a seat: the condition is inside the write, and the write
         //    takes the slot's row lock. It is the transaction's first
         //    statement, so no snapshot exists yet: every plain read below
@@ -123,7 +131,7 @@ impl Booking {
                 drop(tx); // rolls the claim back
                 // The winner has committed (the index waited for it): its
                 // hold is the answer.
-                return match find_by_key(&self.pool, key).await? {
+                return match find_by_key(&mut *conn, key).await? {
                     Some(hold) => replay(hold, slot_id),
                     None => Err(Error::Internal(err)),
                 };

@@ -16,7 +16,7 @@ pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD,
 pub use sweep::{SweepLimits, SweepReport};
 
 use crate::cache::{AvailabilityCache, CacheStatus, Served};
-use crate::db::{self, retrying_within};
+use crate::db;
 use crate::domain::{Hold, SlotAvailability, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -48,6 +48,9 @@ pub const DEFAULT_BUDGET: Duration = db::OPERATION_DEADLINE;
 /// Kept back from a confirm's or cancel's budget for the invalidation that
 /// follows it (the cache's own time-outs bound it well below this).
 const INVALIDATION_RESERVE: Duration = Duration::from_millis(300);
+
+/// See [`Booking::availability_json`].
+const CUT_GRACE: Duration = Duration::from_millis(50);
 
 /// What `hold` did: a new hold (201) or the replay of the key's hold (200).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,20 +101,25 @@ impl Booking {
         self.projections.load(Ordering::Relaxed)
     }
 
-    /// The time left for an operation starting now.
-    fn budget(&self) -> Duration {
-        self.deadline.map_or(DEFAULT_BUDGET, |deadline| {
-            deadline.saturating_duration_since(Instant::now())
-        })
+    /// When an operation starting now must be done.
+    fn deadline(&self) -> tokio::time::Instant {
+        let deadline = self
+            .deadline
+            .unwrap_or_else(|| Instant::now() + DEFAULT_BUDGET);
+        tokio::time::Instant::from_std(deadline)
     }
 
-    fn budget_before_invalidation(&self) -> Duration {
-        self.budget().saturating_sub(INVALIDATION_RESERVE)
+    /// A confirm's or cancel's deadline, with room for its invalidation.
+    fn deadline_before_invalidation(&self) -> tokio::time::Instant {
+        self.deadline()
+            .checked_sub(INVALIDATION_RESERVE)
+            .unwrap_or_else(tokio::time::Instant::now)
     }
 
     /// The availability list as JSON, through the cache when there is one.
-    /// Everything (the cache's waits, the database) within the budget.
+    /// Everything (the cache's waits, the database) before the deadline.
     pub async fn availability_json(&self) -> Result<Served, Error> {
+        let deadline = self.deadline();
         let compute = || async {
             let slots = self.availability().await?;
             serde_json::to_vec(&slots)
@@ -127,7 +135,10 @@ impl Booking {
                 }),
             }
         };
-        db::within("availability", self.budget(), served).await
+        // The database read stops at the deadline itself (and discards its
+        // connection); this bounds the cache's waits, a moment later so
+        // that the read is never cut from outside.
+        db::within("availability", deadline + CUT_GRACE, served).await
     }
 
     /// What one slot has bookable now, by the hold path's own query
@@ -159,12 +170,12 @@ impl Booking {
     /// its cost does not grow with the number of active holds.
     pub async fn availability(&self) -> Result<Vec<SlotAvailability>, Error> {
         self.projections.fetch_add(1, Ordering::Relaxed);
-        let rows: Vec<ProjectionRow> = retrying_within("availability", self.budget(), || async {
-            Ok(sqlx::query_as(Self::PROJECTION)
-                .fetch_all(&self.pool)
-                .await?)
-        })
-        .await?;
+        let rows: Vec<ProjectionRow> =
+            db::transact!(&self.pool, "availability", self.deadline(), |conn| {
+                Ok(sqlx::query_as(Self::PROJECTION)
+                    .fetch_all(&mut *conn)
+                    .await?)
+            })?;
         Ok(rows
             .into_iter()
             .map(

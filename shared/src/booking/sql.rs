@@ -11,7 +11,7 @@
 use crate::domain::{Hold, HoldId, HoldStatus, IdempotencyKey, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
-use sqlx::{MySqlConnection, MySqlPool};
+use sqlx::MySqlConnection;
 
 /// "A hold occupies a seat": the one definition, used by the capacity check
 /// of the hold path and by the availability projection. An expired hold
@@ -126,10 +126,13 @@ pub const FIND_WITH_EXPIRY: &str = concat!(
 );
 
 /// The same read as [`lock_hold`], without a lock.
-pub(super) async fn find_with_expiry(pool: &MySqlPool, id: HoldId) -> Result<(Hold, bool), Error> {
+pub(super) async fn find_with_expiry(
+    conn: &mut MySqlConnection,
+    id: HoldId,
+) -> Result<(Hold, bool), Error> {
     let row = sqlx::query_as::<_, HoldRowExpired>(FIND_WITH_EXPIRY)
         .bind(id.0)
-        .fetch_optional(pool)
+        .fetch_optional(conn)
         .await?;
     let row = row.ok_or(Error::HoldNotFound(id))?;
     Ok((row.row.into_hold()?, row.expired))

@@ -11,7 +11,9 @@ use crate::db;
 use crate::domain::SlotId;
 use crate::error::Error;
 use chrono::{DateTime, Utc};
-use std::time::{Duration, Instant};
+use sqlx::{Connection, MySqlConnection};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// How much one run may do.
 #[derive(Debug, Clone, Copy)]
@@ -74,15 +76,18 @@ impl Booking {
     /// its own short transaction. One slot's error or lock wait is logged
     /// and skipped; the run goes on until `limits.budget`.
     pub async fn sweep(&self, limits: SweepLimits) -> Result<SweepReport, Error> {
-        let started = Instant::now();
-        let mut slots: Vec<u64> = sqlx::query_scalar(SWEEP_DUE)
-            .bind(limits.max_due)
-            .fetch_all(&self.pool)
-            .await?;
-        let sample: Vec<u64> = sqlx::query_scalar(SWEEP_SAMPLE)
-            .bind(limits.sample)
-            .fetch_all(&self.pool)
-            .await?;
+        let deadline = Instant::now() + limits.budget;
+        let (mut slots, sample) = db::transact!(&self.pool, "sweep", deadline, |conn| {
+            let due: Vec<u64> = sqlx::query_scalar(SWEEP_DUE)
+                .bind(limits.max_due)
+                .fetch_all(&mut *conn)
+                .await?;
+            let sample: Vec<u64> = sqlx::query_scalar(SWEEP_SAMPLE)
+                .bind(limits.sample)
+                .fetch_all(&mut *conn)
+                .await?;
+            Ok((due, sample))
+        })?;
         for slot in sample {
             if !slots.contains(&slot) {
                 slots.push(slot);
@@ -90,13 +95,13 @@ impl Booking {
         }
         let mut report = SweepReport::default();
         for slot in slots {
-            let left = limits.budget.saturating_sub(started.elapsed());
-            if left.is_zero() {
+            if Instant::now() >= deadline {
                 report.out_of_time = true;
                 break;
             }
-            let checked =
-                db::retrying_within("sweep", left, || self.check_slot(SlotId(slot))).await;
+            let checked = db::transact!(&self.pool, "sweep", deadline, |conn| {
+                self.check_slot(&mut conn, SlotId(slot)).await
+            });
             match checked {
                 Ok(Some(checked)) => {
                     report.visited += 1;
@@ -106,6 +111,7 @@ impl Booking {
                 Ok(None) => {} // deleted meanwhile
                 Err(err) => {
                     report.failed += 1;
+                    report.out_of_time = Instant::now() >= deadline;
                     tracing::warn!(slot_id = slot, error = %err, "sweep skipped a slot");
                 }
             }
@@ -120,15 +126,21 @@ impl Booking {
             .sweep(SweepLimits {
                 max_due: max_slots,
                 sample: max_slots,
-                budget: self.budget(),
+                budget: self
+                    .deadline()
+                    .saturating_duration_since(tokio::time::Instant::now()),
             })
             .await?;
         Ok(report.reclaimed)
     }
 
     /// Reclaims and re-checks one slot under its lock. `None`: no such slot.
-    async fn check_slot(&self, slot_id: SlotId) -> Result<Option<Checked>, Error> {
-        let mut tx = self.pool.begin().await?;
+    async fn check_slot(
+        &self,
+        conn: &mut MySqlConnection,
+        slot_id: SlotId,
+    ) -> Result<Option<Checked>, Error> {
+        let mut tx = conn.begin().await?;
         let row: Option<(u32, u32, u32, DateTime<Utc>)> = sqlx::query_as(CHECK_LOCK)
             .bind(slot_id.0)
             .fetch_optional(&mut *tx)

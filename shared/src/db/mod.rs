@@ -2,11 +2,9 @@
 //! database failures into "retry the transaction" and "unavailable".
 
 use crate::config::{ProxyDatabase, Secret};
-use crate::error::Error;
 use sqlx::migrate::Migrator;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Executor, MySqlPool};
-use std::future::Future;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -226,97 +224,10 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
-/// How often a whole transaction is attempted when it conflicts.
-const MAX_ATTEMPTS: u32 = 4;
-
-/// How long one operation, all its attempts included, may take when its
-/// caller gave no deadline of its own. Every wait the server bounds
-/// (acquire 3 s, lock wait 3 s) ends well before; it stays under the
-/// function timeout (`template.yaml`, 10 s).
-pub const OPERATION_DEADLINE: Duration = Duration::from_secs(8);
-
-/// Runs a whole transaction, again if InnoDB aborted it (deadlock) or the
-/// connection died under it, a bounded number of times; then the failure
-/// becomes [`Error::Unavailable`] (503, safe to retry). Bounded by
-/// [`OPERATION_DEADLINE`]; see [`retrying_within`].
-pub async fn retrying<T, F, Fut>(operation: &'static str, attempt: F) -> Result<T, Error>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, Error>>,
-{
-    retrying_within(operation, OPERATION_DEADLINE, attempt).await
-}
-
-/// [`retrying`] within `budget`: the request's own deadline, so that the
-/// function answers before Lambda's timeout kills it (API Gateway would
-/// answer with its own bare error instead of our 503).
-///
-/// Every operation of the service is idempotent (a hold by its key, a
-/// confirm or cancel by the hold's state), so running one again after a
-/// connection died during COMMIT cannot apply it twice.
-///
-/// Past `budget` the attempt in flight is abandoned (its transaction is
-/// dropped, so it never commits unless COMMIT had already been sent) and
-/// the answer is 503: safe to retry for the same reason. This bounds the
-/// waits nothing else does: a network gone silent mid-statement never
-/// errors (no read timeout; TCP gives up after minutes).
-pub async fn retrying_within<T, F, Fut>(
-    operation: &'static str,
-    budget: Duration,
-    attempt: F,
-) -> Result<T, Error>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, Error>>,
-{
-    within(operation, budget, retry_loop(operation, attempt)).await
-}
-
-/// `work` within `budget`, else [`Error::Unavailable`].
-pub async fn within<T>(
-    operation: &'static str,
-    budget: Duration,
-    work: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    match tokio::time::timeout(budget, work).await {
-        Ok(outcome) => outcome,
-        Err(_) => {
-            tracing::error!(operation, ?budget, "no answer in time");
-            Err(Error::Unavailable(sqlx::Error::Io(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "no answer within the request's deadline",
-            ))))
-        }
-    }
-}
-
-async fn retry_loop<T, F, Fut>(operation: &'static str, mut attempt: F) -> Result<T, Error>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, Error>>,
-{
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let err = match attempt().await {
-            Err(Error::Unavailable(err) | Error::Internal(err)) => err,
-            other => return other,
-        };
-        let failure = classify(&err);
-        let again = match failure {
-            Failure::Conflict => tries < MAX_ATTEMPTS,
-            Failure::ConnectionLost => tries < 2,
-            Failure::Unavailable | Failure::Other => false,
-        };
-        if !again {
-            return Err(Error::from(err));
-        }
-        tracing::warn!(operation, attempt = tries, ?failure, error = %err, "retrying transaction");
-        // Spread competitors apart so they do not collide again in step.
-        let jitter = rand::random_range(0..10u64);
-        tokio::time::sleep(Duration::from_millis(5 * u64::from(tries) + jitter)).await;
-    }
-}
+#[macro_use]
+mod run;
+pub(crate) use run::transact;
+pub use run::{OPERATION_DEADLINE, Run, within};
 
 #[cfg(test)]
 mod tests {
