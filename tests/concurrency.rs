@@ -237,7 +237,7 @@ async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookabl
                 .unwrap(),
         )
     });
-    wait_for_lock_waiters(&db, 1).await;
+    db.wait_for_lock_waiters(1).await;
     assert!(
         Instant::now() < h1_expires,
         "the confirm queued while H1 was active"
@@ -248,7 +248,7 @@ async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookabl
     .await;
     let h2 =
         tokio::spawn(async move { hold_via_http(&holder, slot, &new_key().to_string()).await });
-    wait_for_lock_waiters(&db, 2).await;
+    db.wait_for_lock_waiters(2).await;
     blocker.rollback().await.unwrap();
 
     let (h2, confirm) = (h2.await.unwrap(), confirm.await.unwrap());
@@ -260,36 +260,6 @@ async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookabl
     assert_eq!(bookable, 0, "never −1");
     db.assert_invariants().await;
     db.drop().await;
-}
-
-/// Waits until `n` transactions wait for a row lock in the test database.
-///
-/// InnoDB refreshes its INNODB_TRX snapshot only when it has not been read
-/// for 100 ms: polling faster would keep reading the same stale snapshot.
-async fn wait_for_lock_waiters(db: &TestDb, n: i64) {
-    for _ in 0..40 {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.INNODB_TRX t \
-             JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
-             WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?",
-        )
-        .bind(&db.name)
-        .fetch_one(&db.admin)
-        .await
-        .unwrap();
-        if waiting >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
-    let states: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT t.trx_state, p.DB, t.trx_query FROM information_schema.INNODB_TRX t \
-         LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id",
-    )
-    .fetch_all(&db.admin)
-    .await
-    .unwrap();
-    panic!("{n} lock waiters never appeared: {states:?}");
 }
 
 /// Several slots, mixed hold / confirm / cancel / replay from parallel

@@ -35,14 +35,7 @@ async fn with_the_database_silent_every_endpoint_answers_503_before_the_lambda_d
     let slot = db.insert_slot(2).await;
     let proxy = Proxy::start().await;
     let app = db.app_through(&proxy);
-    let (status, held) = read(
-        http::hold(
-            &app,
-            hold_request(&slot.0.to_string(), Some(&new_key().to_string())),
-        )
-        .await
-        .unwrap(),
-    );
+    let (status, held) = hold_new(&app, slot).await;
     assert_eq!(status, 201);
     proxy.set(Mode::Blackhole).await;
     let left = Duration::from_millis(1500);
@@ -73,6 +66,12 @@ async fn with_the_database_silent_every_endpoint_answers_503_before_the_lambda_d
     }
     proxy.set(Mode::Up).await;
     db.drop().await;
+}
+
+/// A hold with a fresh key.
+async fn hold_new(app: &App, slot: SlotId) -> (u16, Value) {
+    let request = hold_request(&slot.0.to_string(), Some(&new_key().to_string()));
+    read(http::hold(app, request).await.unwrap())
 }
 
 fn settings() -> CacheSettings {
@@ -111,14 +110,7 @@ async fn a_retry_that_finds_the_hold_already_confirmed_still_invalidates_the_cac
     let db = TestDb::new().await;
     let slot = db.insert_slot(2).await;
     let cached = db.cached_app(&redis_url(), settings());
-    let (_, held) = read(
-        http::hold(
-            &cached,
-            hold_request(&slot.0.to_string(), Some(&new_key().to_string())),
-        )
-        .await
-        .unwrap(),
-    );
+    let (_, held) = hold_new(&cached, slot).await;
     // The first attempt: committed, its invalidation lost (an environment
     // without the cache stands for the one that died).
     let died = db.app();
@@ -160,14 +152,7 @@ async fn a_cancel_that_ran_out_of_time_still_invalidates_the_cache() {
     let db = TestDb::new().await;
     let slot = db.insert_slot(2).await;
     let cached = db.cached_app(&redis_url(), settings());
-    let (_, held) = read(
-        http::hold(
-            &cached,
-            hold_request(&slot.0.to_string(), Some(&new_key().to_string())),
-        )
-        .await
-        .unwrap(),
-    );
+    let (_, held) = hold_new(&cached, slot).await;
     assert_eq!(listed_remaining(&cached, slot).await, (1, "miss".into()));
     assert_eq!(listed_remaining(&cached, slot).await, (1, "hit".into()));
     // Less time than the reserve the invalidation keeps back.
@@ -193,14 +178,7 @@ async fn after_a_request_cut_by_its_deadline_the_next_ones_are_served() {
     let slot = db.insert_slot(10).await;
     let cached = db.cached_app(&redis_url(), settings());
     for round in 0..5 {
-        let (status, held) = read(
-            http::hold(
-                &cached,
-                hold_request(&slot.0.to_string(), Some(&new_key().to_string())),
-            )
-            .await
-            .unwrap(),
-        );
+        let (status, held) = hold_new(&cached, slot).await;
         assert_eq!(status, 201, "round {round}: {held}");
         let cut = with_deadline(cancel_request(&id_of(&held)), Duration::from_millis(600));
         let (status, body) = read(http::cancel(&cached, cut).await.unwrap());
