@@ -4,6 +4,7 @@
 
 pub mod proxy;
 pub mod scenarios;
+pub mod traffic;
 pub mod watch;
 
 use lambda_http::{Body, Request, Response};
