@@ -60,11 +60,12 @@ async fn main() {
     let started = Instant::now();
     let length = Duration::from_secs(minutes * 60);
     let mut bursts = 0;
-    // Bounded: one burst per gap until the time is up, then a last one.
+    // Bounded: a burst, then a gap, until the time is up; the last burst
+    // comes after the last gap.
     loop {
         traffic.burst(burst, PARALLEL).await;
         bursts += 1;
-        if started.elapsed() + gap > length {
+        if started.elapsed() >= length {
             break;
         }
         tokio::time::sleep(gap).await;
