@@ -9,7 +9,7 @@
 //! (default 40) the idle gap; SOAK_BURST (default 300) requests per burst.
 
 use slot_booking_tests::traffic::{Tally, Traffic};
-use slot_booking_tests::watch::workspace_root;
+use slot_booking_tests::watch::{cargo_run_env, workspace_root};
 use slot_booking_tests::{TestDb, redis_url, scenarios};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -100,8 +100,11 @@ async fn main() {
 /// `--ignore-changes`: editing the tree during a soak must not rebuild.
 fn start_dev(port: u16, database_url: &str, log: &std::path::Path) -> Child {
     let file = std::fs::File::create(log).expect("soak log");
-    Command::new("make")
-        .args(["--no-print-directory", "dev"])
+    let mut make = Command::new("make");
+    for (name, _) in cargo_run_env() {
+        make.env_remove(name);
+    }
+    make.args(["--no-print-directory", "dev"])
         .arg(format!("PORT={port}"))
         .arg(format!("DATABASE_URL={database_url}"))
         .arg(format!("REDIS_URL={}", redis_url()))

@@ -35,6 +35,9 @@ pub fn workspace_root() -> PathBuf {
 pub fn build_functions(release: bool) -> Result<(), String> {
     let mut build = std::process::Command::new("cargo");
     build.arg("build").current_dir(workspace_root());
+    for (name, _) in cargo_run_env() {
+        build.env_remove(name);
+    }
     for bin in DEV_FUNCTIONS {
         build.args(["--bin", bin]);
     }
@@ -47,6 +50,28 @@ pub fn build_functions(release: bool) -> Result<(), String> {
     } else {
         Err("the functions do not build".into())
     }
+}
+
+/// The variables `cargo run` / `cargo test` set for the program it runs
+/// (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, …). A cargo started from here
+/// must not inherit them: ring's build script declares
+/// `rerun-if-env-changed` on several, so they would rebuild ring and
+/// everything above it, and again for the next cargo run from a shell.
+pub fn cargo_run_env() -> Vec<(String, String)> {
+    std::env::vars()
+        .filter(|(name, _)| {
+            name.starts_with("CARGO_PKG_")
+                || name.starts_with("CARGO_BIN_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                ]
+                .contains(&name.as_str())
+        })
+        .collect()
 }
 
 pub struct WatchOptions<'a> {
@@ -110,6 +135,9 @@ impl Watch {
         }
         if options.release {
             command.arg("--release");
+        }
+        for (name, _) in cargo_run_env() {
+            command.env_remove(name);
         }
         let child = command
             .current_dir(&root)
