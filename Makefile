@@ -13,27 +13,33 @@ PORT ?= 9000
 CONCURRENCY ?= 20
 export DATABASE_URL REDIS_URL
 API_FUNCTIONS := availability hold confirm cancel
+# What `make dev` serves: the API's routes, API Gateway's `$default` route
+# and the scheduled sweeper.
+DEV_FUNCTIONS := $(API_FUNCTIONS) not-found sweep
+# Extra `cargo lambda watch` flags for `make dev` (the soak passes
+# --ignore-changes). Never --timeout: see docs/LOCAL.md.
+WATCH_FLAGS ?=
+SOAK_MINUTES ?= 30
 
 # cargo-lambda (and the zig it cross-links with) from a project-local venv
 # when it is not installed; its directory must stay first on PATH.
 WITH_CARGO_LAMBDA = PATH="$$(scripts/ensure-cargo-lambda.sh):$$PATH"
 
-.PHONY: help dev db test check lint unit validate build sam-build scenarios bench deploy clean
+.PHONY: help dev db soak soak-short test check lint unit validate build sam-build scenarios bench deploy clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-dev: db ## serve the API on http://127.0.0.1:$(PORT) (cargo lambda watch, $(CONCURRENCY) instances per function)
+dev: db ## serve the API on http://127.0.0.1:$(PORT) ($(CONCURRENCY) instances per function), sweeper every 60 s
 	@# Built as the watcher runs them (`cargo run --bin NAME`), so the first
 	@# requests do not wait for a compile.
-	cargo build $(foreach f,$(API_FUNCTIONS),--bin $(f))
-	$(WITH_CARGO_LAMBDA) cargo lambda watch --invoke-address 127.0.0.1 --invoke-port $(PORT) \
-		--concurrency $(CONCURRENCY) --timeout 30
+	cargo build $(foreach f,$(DEV_FUNCTIONS),--bin $(f))
+	$(WITH_CARGO_LAMBDA) scripts/dev.sh $(PORT) $(CONCURRENCY) $(WATCH_FLAGS)
 
 db: ## create the database if missing, migrate it, seed demo slots when empty
 	cargo run --quiet -p devdb
 
-test: lint unit validate sam-build ## everything CI runs
+test: lint unit soak-short validate sam-build ## everything CI runs
 
 lint: ## formatting and clippy, warnings are errors
 	cargo fmt --all -- --check
@@ -46,6 +52,12 @@ unit: ## the whole test suite against the real MariaDB and Redis
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } \
 		END { printf "tests: %d passed, %d failed\n", passed, failed }' \
 		target/test-output.log | tee target/test-summary.txt
+
+soak: ## `make dev` under bursts of mixed traffic and idle gaps for SOAK_MINUTES (30) minutes: no panic, every request answered
+	SOAK_MINUTES=$(SOAK_MINUTES) cargo run --quiet -p slot-booking-tests --bin soak
+
+soak-short: ## the soak for 2 minutes (part of `make test`)
+	$(MAKE) --no-print-directory soak SOAK_MINUTES=2
 
 validate: ## sam validate --lint and cfn-lint on template.yaml
 	bash scripts/validate-template.sh

@@ -13,7 +13,7 @@ async fn serve(db: &TestDb) -> Watch {
         database_url: &db.url,
         redis_url: &redis_url(),
         concurrency: 20,
-        timeout_secs: 120,
+        emulator_timeout_secs: None,
         release: false,
         log_prefix: "e2e-watch",
     })

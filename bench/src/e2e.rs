@@ -25,7 +25,7 @@ async fn serve(bench: &Bench, release: bool) -> Result<Watch, String> {
         database_url: &bench.url,
         redis_url: &bench.redis_url,
         concurrency: CONCURRENCY,
-        timeout_secs: 30,
+        emulator_timeout_secs: None,
         release,
         log_prefix: "bench-watch",
     })

@@ -8,6 +8,7 @@ pub mod locks;
 pub mod planted;
 pub mod proxy;
 pub mod scenarios;
+pub mod traffic;
 pub mod watch;
 
 use lambda_http::{Body, Request, Response};

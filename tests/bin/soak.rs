@@ -1,0 +1,203 @@
+//! `make soak`: runs `make dev` (on a free loopback port, with its own
+//! database) under bursts of mixed traffic separated by idle gaps longer
+//! than any emulator time-out that used to exist, then prints one summary
+//! line. It fails on any panic in the server's output, any request left
+//! unanswered, any answer the API does not document, a sweeper that did not
+//! run every minute, or a broken invariant.
+//!
+//! SOAK_MINUTES (default 30) is the length of the run; SOAK_GAP_SECS
+//! (default 40) the idle gap; SOAK_BURST (default 300) requests per burst.
+
+use slot_booking_tests::traffic::{Tally, Traffic};
+use slot_booking_tests::watch::{cargo_run_env, workspace_root};
+use slot_booking_tests::{TestDb, redis_url, scenarios};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+/// Requests in flight at once: the functions run 20 instances each.
+const PARALLEL: usize = 16;
+/// The first `make dev` builds the functions: bounded, but generous.
+const READY_WITHIN: Duration = Duration::from_secs(900);
+
+fn setting(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v.parse().unwrap_or_else(|_| {
+            eprintln!("soak: {name} must be a whole number, got {v:?}");
+            std::process::exit(2)
+        }),
+        Err(_) => default,
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let minutes = setting("SOAK_MINUTES", 30);
+    let gap = Duration::from_secs(setting("SOAK_GAP_SECS", 40));
+    let burst = usize::try_from(setting("SOAK_BURST", 300)).unwrap_or(300);
+
+    let db = TestDb::new().await;
+    let mut slots = Vec::new();
+    for capacity in [50, 50, 20, 5, 1] {
+        slots.push(scenarios::insert_slot(&db.admin, capacity).await);
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let log = workspace_root().join(format!("target/soak-{port}.log"));
+    let mut dev = start_dev(port, &db.url, &log);
+    let base = format!("http://127.0.0.1:{port}");
+    if let Err(e) = ready(&base, &mut dev).await {
+        stop(&mut dev).await;
+        db.drop().await;
+        eprintln!("soak: {e}; see {}", log.display());
+        std::process::exit(1);
+    }
+
+    let traffic = Arc::new(Traffic::new(&base, slots));
+    let started = Instant::now();
+    let length = Duration::from_secs(minutes * 60);
+    let mut bursts = 0;
+    // Bounded: a burst, then a gap, until the time is up; the last burst
+    // comes after the last gap.
+    loop {
+        traffic.burst(burst, PARALLEL).await;
+        bursts += 1;
+        if started.elapsed() >= length {
+            break;
+        }
+        tokio::time::sleep(gap).await;
+    }
+    let elapsed = started.elapsed();
+    stop(&mut dev).await;
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    db.assert_invariants().await;
+    db.drop().await;
+
+    let tally = std::mem::take(&mut *traffic.tally.lock().unwrap());
+    let server = Server::read(&output);
+    // The sweeper runs when the server is ready and every 60 s after.
+    let sweeps_due = elapsed.as_secs() / 60;
+    let ok = tally.unanswered == 0
+        && tally.wrong == 0
+        && server.panics == 0
+        && server.sweep_failures == 0
+        && server.sweeps >= sweeps_due.max(1);
+    println!("{}", summary(&tally, &server, bursts, gap, elapsed, ok));
+    for example in &tally.examples {
+        eprintln!("soak: {example}");
+    }
+    if !ok {
+        eprintln!("soak: FAILED; the server's output is in {}", log.display());
+        std::process::exit(1);
+    }
+}
+
+/// `make dev` exactly as a developer runs it, on this port and database,
+/// in its own process group so that stopping it stops every instance.
+/// `--ignore-changes`: editing the tree during a soak must not rebuild.
+fn start_dev(port: u16, database_url: &str, log: &std::path::Path) -> Child {
+    let file = std::fs::File::create(log).expect("soak log");
+    let mut make = Command::new("make");
+    for (name, _) in cargo_run_env() {
+        make.env_remove(name);
+    }
+    make.args(["--no-print-directory", "dev"])
+        .arg(format!("PORT={port}"))
+        .arg(format!("DATABASE_URL={database_url}"))
+        .arg(format!("REDIS_URL={}", redis_url()))
+        .arg("WATCH_FLAGS=--ignore-changes")
+        .current_dir(workspace_root())
+        // Holds expire within a gap, so the sweeper has seats to give back.
+        .env("HOLD_TTL_SECONDS", "30")
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("log"))
+        .stderr(file)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start make dev")
+}
+
+/// Ready when an unknown route answers the API's JSON 404: the emulator
+/// listens and the `not-found` function runs.
+async fn ready(base: &str, dev: &mut Child) -> Result<(), String> {
+    let deadline = Instant::now() + READY_WITHIN;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = dev.try_wait() {
+            return Err(format!("make dev exited ({status}) before it served"));
+        }
+        if let Ok(response) = reqwest::get(format!("{base}/")).await
+            && response.status() == 404
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(format!("make dev did not serve within {READY_WITHIN:?}"))
+}
+
+/// SIGTERM to the group (make, the watcher, its instances, the sweeper
+/// loop), SIGKILL if it has not gone within 20 s.
+async fn stop(dev: &mut Child) {
+    let Some(pid) = dev.id() else { return };
+    let signal = |sig: &str| {
+        let _ = std::process::Command::new("kill")
+            .args([sig, "--", &format!("-{pid}")])
+            .status();
+    };
+    signal("-TERM");
+    if tokio::time::timeout(Duration::from_secs(20), dev.wait())
+        .await
+        .is_err()
+    {
+        signal("-KILL");
+        let _ = dev.wait().await;
+    }
+}
+
+/// What the server's output says.
+struct Server {
+    panics: usize,
+    sweeps: u64,
+    sweep_failures: usize,
+}
+
+impl Server {
+    fn read(output: &str) -> Self {
+        Self {
+            // Rust's panic message, from any function instance.
+            panics: output.matches("panicked at").count(),
+            sweeps: output.matches("dev: sweep invoked").count() as u64,
+            sweep_failures: output.matches("dev: sweep invocation failed").count(),
+        }
+    }
+}
+
+fn summary(
+    tally: &Tally,
+    server: &Server,
+    bursts: u32,
+    gap: Duration,
+    elapsed: Duration,
+    ok: bool,
+) -> String {
+    let secs = elapsed.as_secs();
+    format!(
+        "soak: {} in {}m{:02}s, {} requests in {bursts} bursts {}s apart ({}), \
+         unanswered {}, undocumented {}, panics {}, sweeps {} ({} failed)",
+        if ok { "PASSED" } else { "FAILED" },
+        secs / 60,
+        secs % 60,
+        tally.requests,
+        gap.as_secs(),
+        tally.statuses(),
+        tally.unanswered,
+        tally.wrong,
+        server.panics,
+        server.sweeps,
+        server.sweep_failures,
+    )
+}
