@@ -21,12 +21,14 @@
 //! pre-confirm figures back into the cache for a whole TTL.
 
 use crate::error::Error;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncCommands, RedisResult, Script};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+mod link;
+use link::Link;
 
 /// Key names are versioned (a format change needs no flush), namespaced by
 /// database (stages or tenants may share one cache), and share one hash
@@ -122,50 +124,58 @@ pub struct CacheSettings {
     pub lock_ttl: Duration,
     /// How long a loser waits on a cold cache before reading the database.
     pub cold_wait: Duration,
-    /// Connect and per-command timeouts: a dead cache costs this, once.
+    /// Bounds each connect and each command, with no retry: the most one
+    /// request pays to find the cache dead.
     pub timeout: Duration,
-    /// After a cache failure, skip the cache for this long.
+    /// After a failure, skip the cache this long; doubled on every further
+    /// failure up to `max_backoff`, reset by a request that succeeds.
     pub backoff: Duration,
+    pub max_backoff: Duration,
 }
 
 impl CacheSettings {
+    /// For ElastiCache in the function's AZ, which answers in well under a
+    /// millisecond: 100 ms covers a TLS connect and AUTH on a throttled
+    /// Lambda CPU share many times over, and caps what a hanging cache
+    /// costs one request. Requests never pay for the probe, so the window
+    /// only sets how soon a recovered cache is used again (at most 8 s)
+    /// and how often each environment probes a dead one.
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
             lock_ttl: Duration::from_secs(5),
             cold_wait: Duration::from_secs(3),
-            timeout: Duration::from_millis(300),
-            backoff: Duration::from_secs(2),
+            timeout: Duration::from_millis(100),
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(8),
         }
     }
 }
 
 #[derive(Clone)]
 pub struct AvailabilityCache {
-    conn: ConnectionManager,
+    link: Link,
     keys: Arc<Keys>,
     settings: CacheSettings,
-    /// Unix ms before which the cache is skipped (after a failure).
-    skip_until_ms: Arc<AtomicU64>,
 }
 
 impl AvailabilityCache {
     /// Connects lazily: a cache that is down never fails a cold start.
     /// Must be called inside a Tokio runtime.
-    pub fn new(url: &str, namespace: &str, settings: CacheSettings) -> redis::RedisResult<Self> {
+    pub fn new(url: &str, namespace: &str, settings: CacheSettings) -> RedisResult<Self> {
         let client = redis::Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(settings.timeout))
-            .set_response_timeout(Some(settings.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(100));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
         let keys = Arc::new(Keys::new(namespace));
+        let link = Link::new(
+            client,
+            settings.timeout,
+            settings.backoff,
+            settings.max_backoff,
+            invalidation(&keys),
+        );
         Ok(Self {
-            conn,
+            link,
             keys,
             settings,
-            skip_until_ms: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -175,14 +185,42 @@ impl AvailabilityCache {
 
     /// Opens the connection now rather than on the first read.
     pub async fn ping(&self) -> bool {
-        redis::cmd("PING")
-            .query_async::<String>(&mut self.conn.clone())
-            .await
-            .is_ok()
+        self.exec("PING", async |c| {
+            redis::cmd("PING").query_async::<String>(c).await
+        })
+        .await
+        .is_some()
+    }
+
+    /// How many connections this environment has tried to open to the
+    /// cache (the first, then one per probe).
+    pub fn connects(&self) -> u64 {
+        self.link.connects()
     }
 
     pub fn settings(&self) -> CacheSettings {
         self.settings
+    }
+
+    /// Runs one command on the environment's connection; `None` if the
+    /// cache is down (nothing sent) or the command failed (now down).
+    async fn exec<T>(
+        &self,
+        what: &str,
+        command: impl AsyncFnOnce(&mut MultiplexedConnection) -> RedisResult<T>,
+    ) -> Option<T> {
+        let lease = self.link.lease().await?;
+        let mut conn = lease.conn.clone();
+        match command(&mut conn).await {
+            Ok(value) => {
+                self.link.succeeded(&lease);
+                Some(value)
+            }
+            Err(err) => {
+                self.link.failed(&lease, what, &err);
+                None
+            }
+        }
     }
 
     /// The availability list from the cache, or from `compute` (the one
@@ -192,15 +230,12 @@ impl AvailabilityCache {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Vec<u8>, Error>>,
     {
-        if self.skipping() {
-            return bypass(compute().await?);
-        }
-        let mut conn = self.conn.clone();
-
         // The hot path: one GET, the stored bytes served as they are.
-        let fresh: Option<Vec<u8>> = match conn.get(&self.keys.fresh).await {
-            Ok(value) => value,
-            Err(err) => return self.fall_back(err, compute).await,
+        let fresh = self
+            .exec("GET", async |c| c.get(&self.keys.fresh).await)
+            .await;
+        let Some(fresh) = fresh else {
+            return bypass(compute().await?);
         };
         if let Some(served) = decode(fresh, CacheStatus::Hit) {
             return Ok(served);
@@ -211,22 +246,26 @@ impl AvailabilityCache {
         // and fetch the stale copy and the generation.
         let token = format!("{:032x}", rand::random::<u128>());
         let lock_ms = millis(self.settings.lock_ttl);
-        let reply: redis::RedisResult<MissReply> = redis::pipe()
-            .cmd("SET")
-            .arg(&self.keys.lock)
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(lock_ms)
-            .get(&self.keys.fresh)
-            .get(&self.keys.stale)
-            .get(&self.keys.generation)
-            .query_async(&mut conn)
+        let reply: Option<MissReply> = self
+            .exec("lock", async |c| {
+                redis::pipe()
+                    .cmd("SET")
+                    .arg(&self.keys.lock)
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(lock_ms)
+                    .get(&self.keys.fresh)
+                    .get(&self.keys.stale)
+                    .get(&self.keys.generation)
+                    .query_async(c)
+                    .await
+            })
             .await;
-        let (won, fresh, stale, generation) = match reply {
-            Ok((set, fresh, stale, generation)) => (set.is_some(), fresh, stale, generation),
-            Err(err) => return self.fall_back(err, compute).await,
+        let Some((set, fresh, stale, generation)) = reply else {
+            return bypass(compute().await?);
         };
+        let won = set.is_some();
         if let Some(served) = decode(fresh, CacheStatus::Hit) {
             if won {
                 self.release(&token).await;
@@ -265,16 +304,18 @@ impl AvailabilityCache {
         Fut: Future<Output = Result<Vec<u8>, Error>>,
     {
         let deadline = tokio::time::Instant::now() + self.settings.cold_wait;
-        let mut conn = self.conn.clone();
         while tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            match conn.get::<_, Option<Vec<u8>>>(&self.keys.fresh).await {
-                Ok(fresh) => {
+            let fresh = self
+                .exec("GET", async |c| c.get(&self.keys.fresh).await)
+                .await;
+            match fresh {
+                Some(fresh) => {
                     if let Some(served) = decode(fresh, CacheStatus::Hit) {
                         return Ok(served);
                     }
                 }
-                Err(err) => return self.fall_back(err, compute).await,
+                None => return bypass(compute().await?),
             }
         }
         tracing::warn!("availability cache: owner did not deliver in time, reading the database");
@@ -288,21 +329,19 @@ impl AvailabilityCache {
     /// Drops both copies and bumps the generation, atomically. Call after
     /// the transaction committed: inside it, a reader could recompute from
     /// the pre-commit rows and cache them for a whole TTL.
+    ///
+    /// With the cache down nothing is sent and the invalidation is owed:
+    /// the probe sends it before this environment uses the cache again.
+    /// Other environments may serve the old figures until then, for at most
+    /// the TTL; the hold path re-checks capacity under a lock, so nothing
+    /// oversells.
     pub async fn invalidate(&self) {
-        let mut conn = self.conn.clone();
-        let done: redis::RedisResult<()> = redis::pipe()
-            .atomic()
-            .incr(&self.keys.generation, 1)
-            .ignore()
-            .del(&[&self.keys.fresh, &self.keys.stale])
-            .ignore()
-            .query_async(&mut conn)
+        let pipe = invalidation(&self.keys);
+        let sent = self
+            .exec("invalidation", async |c| pipe.exec_async(c).await)
             .await;
-        if let Err(err) = done {
-            // Readers see the old figures for at most the TTL; the hold
-            // path re-checks capacity under a lock, so nothing oversells.
-            tracing::warn!(error = %err, "availability cache: invalidation failed");
-            self.skip_for_a_while();
+        if sent.is_none() {
+            self.link.owe_invalidation();
         }
     }
 
@@ -311,8 +350,9 @@ impl AvailabilityCache {
         value.extend_from_slice(now_ms().to_string().as_bytes());
         value.push(b'\n');
         value.extend_from_slice(body);
-        let stored: redis::RedisResult<i64> = Script::new(STORE_AND_RELEASE)
-            .key(&self.keys.fresh)
+        let script = Script::new(STORE_AND_RELEASE);
+        let mut invocation = script.key(&self.keys.fresh);
+        invocation
             .key(&self.keys.stale)
             .key(&self.keys.lock)
             .key(&self.keys.generation)
@@ -320,49 +360,35 @@ impl AvailabilityCache {
             .arg(millis(self.settings.ttl))
             .arg(millis(self.settings.ttl * STALE_FACTOR))
             .arg(token)
-            .arg(generation)
-            .invoke_async(&mut self.conn.clone())
+            .arg(generation);
+        let stored: Option<i64> = self
+            .exec("store", async |c| invocation.invoke_async(c).await)
             .await;
-        match stored {
-            Ok(0) => tracing::info!("availability cache: invalidated during recompute, not stored"),
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!(error = %err, "availability cache: store failed");
-                self.skip_for_a_while();
-            }
+        if stored == Some(0) {
+            tracing::info!("availability cache: invalidated during recompute, not stored");
         }
     }
 
+    /// With the cache down the lock is left to expire on its own.
     async fn release(&self, token: &str) {
-        let released: redis::RedisResult<i64> = Script::new(RELEASE)
-            .key(&self.keys.lock)
-            .arg(token)
-            .invoke_async(&mut self.conn.clone())
+        let script = Script::new(RELEASE);
+        let mut invocation = script.key(&self.keys.lock);
+        invocation.arg(token);
+        let _: Option<i64> = self
+            .exec("lock release", async |c| invocation.invoke_async(c).await)
             .await;
-        if let Err(err) = released {
-            // The lock expires on its own.
-            tracing::warn!(error = %err, "availability cache: lock release failed");
-        }
     }
+}
 
-    async fn fall_back<F, Fut>(&self, err: redis::RedisError, compute: F) -> Result<Served, Error>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<Vec<u8>, Error>>,
-    {
-        tracing::warn!(error = %err, "availability cache unavailable, reading the database");
-        self.skip_for_a_while();
-        bypass(compute().await?)
-    }
-
-    fn skipping(&self) -> bool {
-        now_ms() < self.skip_until_ms.load(Ordering::Relaxed)
-    }
-
-    fn skip_for_a_while(&self) {
-        self.skip_until_ms
-            .store(now_ms() + millis(self.settings.backoff), Ordering::Relaxed);
-    }
+/// INCR generation and DEL both copies, in one MULTI.
+fn invalidation(keys: &Keys) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .incr(&keys.generation, 1)
+        .ignore()
+        .del(&[&keys.fresh, &keys.stale])
+        .ignore();
+    pipe
 }
 
 /// Lock taken (`OK`) or not, fresh copy, stale copy, generation.
