@@ -99,7 +99,10 @@ impl Link {
 
     /// The command on `lease` failed: the cache is down for a while.
     pub fn failed(&self, lease: &Lease, what: &str, err: &redis::RedisError) {
-        let window = self.inner.health().failed(Some(lease.epoch), Instant::now());
+        let window = self
+            .inner
+            .health()
+            .failed(Some(lease.epoch), Instant::now());
         warn_down(what, err, window);
     }
 
