@@ -8,6 +8,9 @@
 //! environments start cold and keep their cache client through all four
 //! phases of a mode, so each crosses several skip windows: what a fleet
 //! pays is one contact per environment per outage, or one per window.
+//! Each phase alternates rounds with the same service on the same
+//! connections without a cache (`.no_cache`): what this machine's
+//! database alone costs at that concurrency.
 
 use crate::measure::{self, Budget, Outcome, Sample};
 use crate::report::Row;
@@ -15,7 +18,7 @@ use crate::scenarios::{Timing, refused};
 use crate::setup::{Bench, ROOMY};
 use serde_json::json;
 use shared::domain::HoldId;
-use shared::{App, Config};
+use shared::{App, Booking, Config};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -26,6 +29,8 @@ pub const MODES: &[(&str, f64)] = &[("cache_down.hanging", 200.0), ("cache_down.
 /// Per phase at least this long: with the windows at 1, 2, 4, 8, 8… s, a
 /// mode's four phases make each environment cross about seven.
 const MIN_PHASE: Duration = Duration::from_secs(10);
+/// Rounds per phase, alternating the dead cache and no cache.
+const ROUNDS: usize = 4;
 
 /// A cache that accepts connections and never says a word.
 async fn hanging() -> Result<(String, tokio::task::JoinHandle<()>), String> {
@@ -93,26 +98,54 @@ pub async fn run(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Re
         } else {
             (closed_port().await?, None)
         };
-        let apps = Arc::new(envs(bench, &url).await?);
-        let cursor = Arc::new(AtomicUsize::new(0));
+        let apps = envs(bench, &url).await?;
+        // The reference: the same service on the same connections, no cache.
+        let off: Vec<Booking> = apps
+            .iter()
+            .map(|a| Booking::new(a.booking.pool().clone(), a.config.hold_ttl, None))
+            .collect();
+        let sides = [
+            Arc::new(apps.iter().map(|a| a.booking.clone()).collect::<Vec<_>>()),
+            Arc::new(off),
+        ];
+        // Reads count turns; writes also take the next pre-made hold.
+        let (turns, next_hold) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         for (what, callers) in [
             ("reads", 1),
             ("reads", ENVS),
             ("writes", 1),
             ("writes", ENVS),
         ] {
-            let sample = if what == "reads" {
-                let op = reads(apps.clone(), &cursor, callers == 1);
-                measure::run(callers, Budget::Time(phase), op).await
-            } else {
-                let op = writes(apps.clone(), holds.clone(), &cursor, callers == 1);
-                measure::run(callers, Budget::Time(phase), op).await
-            };
+            // Dead cache and no cache in alternating rounds: drift in the
+            // machine's load hits both alike.
+            let mut samples = [Sample::default(), Sample::default()];
+            for round in 0..ROUNDS {
+                for side in [round % 2, 1 - round % 2] {
+                    let envs = sides[side].clone();
+                    let budget = Budget::Time(phase / ROUNDS as u32);
+                    samples[side].merge(if what == "reads" {
+                        measure::run(callers, budget, reads(envs, &turns, callers == 1)).await
+                    } else {
+                        let op = writes(envs, holds.clone(), &next_hold, callers == 1);
+                        measure::run(callers, budget, op).await
+                    });
+                }
+            }
             let connects: Vec<u64> = apps
                 .iter()
                 .filter_map(|a| a.booking.cache().map(|c| c.connects()))
                 .collect();
-            emit(row(scenario, what, callers, phase, &sample, &connects));
+            let [dead, reference] = samples;
+            emit(row(scenario, what, "", callers, phase, &dead, &connects));
+            emit(row(
+                scenario,
+                what,
+                ".no_cache",
+                callers,
+                phase,
+                &reference,
+                &[],
+            ));
         }
         if let Some(task) = listener {
             task.abort();
@@ -130,7 +163,7 @@ pub async fn run(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Re
 /// One availability read. A parallel caller is its own environment; the
 /// sequential caller takes the next one each call.
 fn reads(
-    apps: Arc<Vec<App>>,
+    envs: Arc<Vec<Booking>>,
     cursor: &Arc<AtomicUsize>,
     sequential: bool,
 ) -> impl Fn(usize) -> std::pin::Pin<Box<dyn Future<Output = Result<Outcome, String>> + Send>>
@@ -139,15 +172,15 @@ fn reads(
 + 'static {
     let cursor = cursor.clone();
     move |client: usize| {
-        let apps = apps.clone();
+        let envs = envs.clone();
         let turn = cursor.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move {
-            let app = &apps[if sequential {
-                turn % apps.len()
+            let booking = &envs[if sequential {
+                turn % envs.len()
             } else {
                 client
             }];
-            let served = app.booking.availability_json().await;
+            let served = booking.availability_json().await;
             served
                 .map(|s| Outcome::Done(s.status.as_str()))
                 .map_err(|e| e.to_string())
@@ -158,7 +191,7 @@ fn reads(
 /// One confirm or cancel of a pre-made hold, alternating: both commit a
 /// change and invalidate the cache after it.
 fn writes(
-    apps: Arc<Vec<App>>,
+    envs: Arc<Vec<Booking>>,
     holds: Arc<Vec<u64>>,
     cursor: &Arc<AtomicUsize>,
     sequential: bool,
@@ -168,18 +201,17 @@ fn writes(
 + 'static {
     let cursor = cursor.clone();
     move |client: usize| {
-        let (apps, holds) = (apps.clone(), holds.clone());
+        let (envs, holds) = (envs.clone(), holds.clone());
         let turn = cursor.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move {
             let Some(&hold) = holds.get(turn) else {
                 return Ok(Outcome::Exhausted);
             };
-            let booking = &apps[if sequential {
-                turn % apps.len()
+            let booking = &envs[if sequential {
+                turn % envs.len()
             } else {
                 client
-            }]
-            .booking;
+            }];
             let done = if turn % 2 == 0 {
                 booking.confirm(HoldId(hold)).await.map(|_| "confirm 200")
             } else {
@@ -193,26 +225,26 @@ fn writes(
 fn row(
     scenario: &str,
     what: &str,
+    suffix: &str,
     callers: usize,
     phase: Duration,
     sample: &Sample,
     connects: &[u64],
 ) -> Row {
     let variant = format!(
-        "{what}.{}",
+        "{what}.{}{suffix}",
         if callers == 1 {
             "sequential"
         } else {
             "parallel"
         }
     );
-    let params = json!({
-        "environments": ENVS,
-        "phase_s": phase.as_secs_f64(),
-        "cache_connects_per_env_so_far": {
+    let mut params = json!({ "environments": ENVS, "phase_s": phase.as_secs_f64() });
+    if !connects.is_empty() {
+        params["cache_connects_per_env_so_far"] = json!({
             "min": connects.iter().min(),
             "max": connects.iter().max(),
-        },
-    });
+        });
+    }
     Row::new(scenario, &variant, callers, params, sample.stats())
 }

@@ -77,7 +77,9 @@ fn cache_down(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> Stri
          confirms and cancels of pre-made holds, alternating, each invalidating the cache after \
          commit. *cache_connects_per_env_so_far* counts the connections each environment tried to \
          open to the cache since the mode started (the first, then one background probe per window; \
-         no request waits for a probe).\n",
+         no request waits for a probe). Each phase alternates rounds with *.no_cache*: the same \
+         service on the same connections with no cache at all, what this machine's database alone \
+         costs at that concurrency (the bench, MariaDB and other work share its cores).\n",
         cachedown::ENVS
     );
     table(
