@@ -6,7 +6,9 @@
 //! sequences; then end to end over HTTP through `cargo lambda watch`, the
 //! sold-out storm, and the cold start of a release function binary.
 //! Prints one JSON line per scenario, the ratios and the targets, and
-//! writes `docs/BENCHMARKS.md` when every group ran.
+//! writes `docs/BENCHMARKS.md` when every group ran (a run of only groups
+//! with a section of their own, like `--only cache_down`, rewrites just
+//! those sections, each saying the commit it was measured at).
 //!
 //! ```text
 //! cargo run --release -p bench -- [--seconds 4] [--only hold,confirm] [--no-docs] [--list]
@@ -16,6 +18,7 @@
 //! `redis://127.0.0.1:6379`), `BENCH_E2E_RELEASE=1` (serve the functions
 //! with the release profile), `BENCH_KEEP_DB=1`.
 
+mod cachedown;
 mod coldstart;
 mod e2e;
 mod markdown;
@@ -24,6 +27,7 @@ mod raw;
 mod reads;
 mod report;
 mod scenarios;
+mod sections;
 mod setup;
 
 use report::{Meta, Row};
@@ -47,6 +51,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "storm",
         "1,000 holds at once on a sold-out slot, in process",
+    ),
+    (
+        "cache_down",
+        "a hanging and a refusing cache, 20 environments: reads and writes, sequential and parallel",
     ),
     (
         "e2e",
@@ -166,6 +174,7 @@ async fn run(options: Options) -> Result<(), String> {
             "confirm" => scenarios::confirms(&bench, timing, &mut emit).await,
             "projection" => reads::projections(&bench, timing, &mut emit).await,
             "storm" => scenarios::storm(&bench, &mut emit).await,
+            "cache_down" => cachedown::run(&bench, timing, &mut emit).await,
             "e2e" => e2e::run(&bench, timing, &mut emit).await,
             "cold_start" => cold_starts(&bench, &mut emit).await,
             _ => Ok(()),
@@ -198,6 +207,26 @@ async fn run(options: Options) -> Result<(), String> {
         std::fs::write(&path, markdown::render(&meta, &rows, &ratios, &targets))
             .map_err(|e| format!("{}: {e}", path.display()))?;
         eprintln!("bench: wrote {}", path.display());
+    } else if options.docs
+        && failures.is_empty()
+        && options
+            .only
+            .iter()
+            .all(|g| sections::IN_PLACE.contains(&g.as_str()))
+    {
+        // A run of groups that have their own section: those sections only.
+        let path = e2e::workspace_root().join("docs/BENCHMARKS.md");
+        let mut doc = std::fs::read_to_string(&path).unwrap_or_default();
+        for group in &options.only {
+            let section = sections::render(group, &meta, &rows, &targets, false);
+            doc = sections::replace(&doc, group, &section);
+        }
+        std::fs::write(&path, doc).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!(
+            "bench: updated the {} section(s) of {}",
+            options.only.join(", "),
+            path.display()
+        );
     } else if options.docs {
         eprintln!("bench: docs/BENCHMARKS.md left as it was (not every group ran, or one failed)");
     }

@@ -201,6 +201,10 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
             r.clients.unwrap_or(0)
         );
     }
+    let _ = writeln!(w);
+    for group in crate::sections::IN_PLACE {
+        w.push_str(&crate::sections::render(group, meta, rows, targets, true));
+    }
     let _ = writeln!(w, "\n## End to end over HTTP (`cargo lambda watch`)\n");
     let _ = writeln!(
         w,
@@ -280,7 +284,7 @@ fn outcomes(row: &Row) -> String {
 }
 
 /// The figures of measured rows, with the parameters that tell them apart.
-fn table<'r>(w: &mut String, rows: impl Iterator<Item = &'r Row>) {
+pub(crate) fn table<'r>(w: &mut String, rows: impl Iterator<Item = &'r Row>) {
     let _ = writeln!(
         w,
         "| scenario | variant | env | ops/s | p50 ms | p99 ms | max ms | outcomes | notes |\n|---|---|---|---|---|---|---|---|---|"
@@ -301,6 +305,8 @@ fn table<'r>(w: &mut String, rows: impl Iterator<Item = &'r Row>) {
                         | "preloaded_expired_at_once"
                         | "capacity"
                         | "bare_commit_p50_ms"
+                        | "phase_s"
+                        | "cache_connects_per_env_so_far"
                 )
             })
             .map(|(k, v)| format!("{k} {v}"))

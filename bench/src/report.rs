@@ -329,6 +329,51 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         ))
     });
     out.push(Target::new("every arm64 bootstrap.zip < 5 MB", zips));
+    out.extend(cache_down_targets(rows));
+    out
+}
+
+/// p99 of reads and of writes with the cache dead, sequential and parallel
+/// alike, within the limit of the way it is dead.
+fn cache_down_targets(rows: &[Row]) -> Vec<Target> {
+    let mut out = Vec::new();
+    for (scenario, limit) in crate::cachedown::MODES {
+        let how = if scenario.ends_with("hanging") {
+            "hanging"
+        } else {
+            "refusing connections"
+        };
+        for what in ["reads", "writes"] {
+            let figures: Option<Vec<(String, bool)>> = ["sequential", "parallel"]
+                .iter()
+                .map(|order| {
+                    let row = find(rows, scenario, &format!("{what}.{order}"), None)?;
+                    let s = row.stats.as_ref()?;
+                    let clean = s.errors == 0 && s.ops > 0;
+                    let reference = find(rows, scenario, &format!("{what}.{order}.no_cache"), None)
+                        .and_then(|r| r.stats.as_ref())
+                        .map_or(String::new(), |r| format!(", no cache p99 {:.1}", r.p99_ms));
+                    Some((
+                        format!(
+                            "{order} p99 {:.1} ms (max {:.1}{reference})",
+                            s.p99_ms, s.max_ms
+                        ),
+                        clean && s.p99_ms <= *limit,
+                    ))
+                })
+                .collect();
+            out.push(Target::new(
+                format!(
+                    "cache {how}: p99 of {what} ≤ {limit:.0} ms ({} env)",
+                    crate::cachedown::ENVS
+                ),
+                figures.map(|f| {
+                    let text = f.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>();
+                    (text.join(", "), f.iter().all(|(_, pass)| *pass))
+                }),
+            ));
+        }
+    }
     out
 }
 

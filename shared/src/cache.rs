@@ -10,10 +10,18 @@
 //!    invalidation) a loser waits up to 3 s for the owner's result, then
 //!    reads the database itself.
 //!
-//! The cache never fails a read or a write: every Redis error or timeout
-//! falls back to the database and is logged as a warning, and after a
-//! failure the cache is skipped for a short while so a dead cache costs
-//! nothing per request.
+//! The cache never fails a read or a write, and a cache that is down costs
+//! a request at most one bounded contact (the `link` module has the
+//! rules): every connect and command is bounded by `timeout` (100 ms, for
+//! ElastiCache in the same AZ, sub-millisecond when healthy) with no retry;
+//! a failure marks the cache down for a skip window that doubles while the
+//! cache keeps failing (1 s up to 8 s) and resets once a request succeeds;
+//! while down, requests read the database without contacting the cache,
+//! and the probe that decides when to use it again runs in the background,
+//! started by the first request after the window, which does not wait for
+//! it. So each environment pays one timed-out contact per outage, not one
+//! per window, however large the fleet. An invalidation that cannot be
+//! sent is owed, and the probe sends it before the cache is used again.
 //!
 //! Invalidation also bumps a generation counter, and a recompute stores its
 //! result only if the generation it saw before reading the database is
@@ -21,64 +29,19 @@
 //! pre-confirm figures back into the cache for a whole TTL.
 
 use crate::error::Error;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncCommands, RedisResult, Script};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-/// Key names are versioned (a format change needs no flush), namespaced by
-/// database (stages or tenants may share one cache), and share one hash
-/// tag, so the multi-key scripts stay in one slot on a clustered or
-/// serverless Valkey.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Keys {
-    pub fresh: String,
-    pub stale: String,
-    pub lock: String,
-    pub generation: String,
-}
-
-impl Keys {
-    pub fn new(namespace: &str) -> Self {
-        let key = |name: &str| format!("slot-booking:v1:{{{namespace}:availability}}:{name}");
-        Self {
-            fresh: key("fresh"),
-            stale: key("stale"),
-            lock: key("lock"),
-            generation: key("generation"),
-        }
-    }
-}
-
-/// The stale copy outlives the fresh one this many times.
-const STALE_FACTOR: u32 = 6;
-
-/// Stores a recomputed value only if no invalidation happened since the
-/// caller read the generation, then releases the lock if the caller still
-/// owns it. KEYS: fresh, stale, lock, generation. ARGV: value, fresh ms,
-/// stale ms, lock token, generation seen.
-const STORE_AND_RELEASE: &str = r#"
-local stored = 0
-if (redis.call('GET', KEYS[4]) or '') == ARGV[5] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-  stored = 1
-end
-if redis.call('GET', KEYS[3]) == ARGV[4] then
-  redis.call('DEL', KEYS[3])
-end
-return stored
-"#;
-
-/// Compare-and-delete: a lock is released only by its owner.
-const RELEASE: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"#;
+mod link;
+mod stored;
+use link::Link;
+pub use stored::Keys;
+use stored::{
+    MissReply, RELEASE, STALE_FACTOR, STORE_AND_RELEASE, decode, invalidation, millis, now_ms,
+};
 
 /// How a response was served, for the `X-Cache` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,50 +85,58 @@ pub struct CacheSettings {
     pub lock_ttl: Duration,
     /// How long a loser waits on a cold cache before reading the database.
     pub cold_wait: Duration,
-    /// Connect and per-command timeouts: a dead cache costs this, once.
+    /// Bounds each connect and each command, with no retry: the most one
+    /// request pays to find the cache dead.
     pub timeout: Duration,
-    /// After a cache failure, skip the cache for this long.
+    /// After a failure, skip the cache this long; doubled on every further
+    /// failure up to `max_backoff`, reset by a request that succeeds.
     pub backoff: Duration,
+    pub max_backoff: Duration,
 }
 
 impl CacheSettings {
+    /// For ElastiCache in the function's AZ, which answers in well under a
+    /// millisecond: 100 ms covers a TLS connect and AUTH on a throttled
+    /// Lambda CPU share many times over, and caps what a hanging cache
+    /// costs one request. Requests never pay for the probe, so the window
+    /// only sets how soon a recovered cache is used again (at most 8 s)
+    /// and how often each environment probes a dead one.
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
             lock_ttl: Duration::from_secs(5),
             cold_wait: Duration::from_secs(3),
-            timeout: Duration::from_millis(300),
-            backoff: Duration::from_secs(2),
+            timeout: Duration::from_millis(100),
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(8),
         }
     }
 }
 
 #[derive(Clone)]
 pub struct AvailabilityCache {
-    conn: ConnectionManager,
+    link: Link,
     keys: Arc<Keys>,
     settings: CacheSettings,
-    /// Unix ms before which the cache is skipped (after a failure).
-    skip_until_ms: Arc<AtomicU64>,
 }
 
 impl AvailabilityCache {
     /// Connects lazily: a cache that is down never fails a cold start.
     /// Must be called inside a Tokio runtime.
-    pub fn new(url: &str, namespace: &str, settings: CacheSettings) -> redis::RedisResult<Self> {
+    pub fn new(url: &str, namespace: &str, settings: CacheSettings) -> RedisResult<Self> {
         let client = redis::Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(settings.timeout))
-            .set_response_timeout(Some(settings.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(100));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
         let keys = Arc::new(Keys::new(namespace));
+        let link = Link::new(
+            client,
+            settings.timeout,
+            settings.backoff,
+            settings.max_backoff,
+            invalidation(&keys),
+        );
         Ok(Self {
-            conn,
+            link,
             keys,
             settings,
-            skip_until_ms: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -175,10 +146,17 @@ impl AvailabilityCache {
 
     /// Opens the connection now rather than on the first read.
     pub async fn ping(&self) -> bool {
-        redis::cmd("PING")
-            .query_async::<String>(&mut self.conn.clone())
-            .await
-            .is_ok()
+        self.exec("PING", async |c| {
+            redis::cmd("PING").query_async::<String>(c).await
+        })
+        .await
+        .is_some()
+    }
+
+    /// How many connections this environment has tried to open to the
+    /// cache (the first, then one per probe).
+    pub fn connects(&self) -> u64 {
+        self.link.connects()
     }
 
     pub fn settings(&self) -> CacheSettings {
@@ -191,6 +169,27 @@ impl AvailabilityCache {
         self.settings.ttl * STALE_FACTOR
     }
 
+    /// Runs one command on the environment's connection; `None` if the
+    /// cache is down (nothing sent) or the command failed (now down).
+    async fn exec<T>(
+        &self,
+        what: &str,
+        command: impl AsyncFnOnce(&mut MultiplexedConnection) -> RedisResult<T>,
+    ) -> Option<T> {
+        let lease = self.link.lease().await?;
+        let mut conn = lease.conn.clone();
+        match command(&mut conn).await {
+            Ok(value) => {
+                self.link.succeeded(&lease);
+                Some(value)
+            }
+            Err(err) => {
+                self.link.failed(&lease, what, &err);
+                None
+            }
+        }
+    }
+
     /// The availability list from the cache, or from `compute` (the one
     /// projection query, already encoded) under the single-flight lock.
     pub async fn get_or_compute<F, Fut>(&self, compute: F) -> Result<Served, Error>
@@ -198,15 +197,12 @@ impl AvailabilityCache {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Vec<u8>, Error>>,
     {
-        if self.skipping() {
-            return bypass(compute().await?);
-        }
-        let mut conn = self.conn.clone();
-
         // The hot path: one GET, the stored bytes served as they are.
-        let fresh: Option<Vec<u8>> = match conn.get(&self.keys.fresh).await {
-            Ok(value) => value,
-            Err(err) => return self.fall_back(err, compute).await,
+        let fresh = self
+            .exec("GET", async |c| c.get(&self.keys.fresh).await)
+            .await;
+        let Some(fresh) = fresh else {
+            return bypass(compute().await?);
         };
         if let Some(served) = decode(fresh, CacheStatus::Hit) {
             return Ok(served);
@@ -217,22 +213,26 @@ impl AvailabilityCache {
         // and fetch the stale copy and the generation.
         let token = format!("{:032x}", rand::random::<u128>());
         let lock_ms = millis(self.settings.lock_ttl);
-        let reply: redis::RedisResult<MissReply> = redis::pipe()
-            .cmd("SET")
-            .arg(&self.keys.lock)
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(lock_ms)
-            .get(&self.keys.fresh)
-            .get(&self.keys.stale)
-            .get(&self.keys.generation)
-            .query_async(&mut conn)
+        let reply: Option<MissReply> = self
+            .exec("lock", async |c| {
+                redis::pipe()
+                    .cmd("SET")
+                    .arg(&self.keys.lock)
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(lock_ms)
+                    .get(&self.keys.fresh)
+                    .get(&self.keys.stale)
+                    .get(&self.keys.generation)
+                    .query_async(c)
+                    .await
+            })
             .await;
-        let (won, fresh, stale, generation) = match reply {
-            Ok((set, fresh, stale, generation)) => (set.is_some(), fresh, stale, generation),
-            Err(err) => return self.fall_back(err, compute).await,
+        let Some((set, fresh, stale, generation)) = reply else {
+            return bypass(compute().await?);
         };
+        let won = set.is_some();
         if let Some(served) = decode(fresh, CacheStatus::Hit) {
             if won {
                 self.release(&token).await;
@@ -271,16 +271,18 @@ impl AvailabilityCache {
         Fut: Future<Output = Result<Vec<u8>, Error>>,
     {
         let deadline = tokio::time::Instant::now() + self.settings.cold_wait;
-        let mut conn = self.conn.clone();
         while tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            match conn.get::<_, Option<Vec<u8>>>(&self.keys.fresh).await {
-                Ok(fresh) => {
+            let fresh = self
+                .exec("GET", async |c| c.get(&self.keys.fresh).await)
+                .await;
+            match fresh {
+                Some(fresh) => {
                     if let Some(served) = decode(fresh, CacheStatus::Hit) {
                         return Ok(served);
                     }
                 }
-                Err(err) => return self.fall_back(err, compute).await,
+                None => return bypass(compute().await?),
             }
         }
         tracing::warn!("availability cache: owner did not deliver in time, reading the database");
@@ -294,21 +296,19 @@ impl AvailabilityCache {
     /// Drops both copies and bumps the generation, atomically. Call after
     /// the transaction committed: inside it, a reader could recompute from
     /// the pre-commit rows and cache them for a whole TTL.
+    ///
+    /// With the cache down nothing is sent and the invalidation is owed:
+    /// the probe sends it before this environment uses the cache again.
+    /// Other environments may serve the old figures until then, for at most
+    /// the TTL; the hold path re-checks capacity under a lock, so nothing
+    /// oversells.
     pub async fn invalidate(&self) {
-        let mut conn = self.conn.clone();
-        let done: redis::RedisResult<()> = redis::pipe()
-            .atomic()
-            .incr(&self.keys.generation, 1)
-            .ignore()
-            .del(&[&self.keys.fresh, &self.keys.stale])
-            .ignore()
-            .query_async(&mut conn)
+        let pipe = invalidation(&self.keys);
+        let sent = self
+            .exec("invalidation", async |c| pipe.exec_async(c).await)
             .await;
-        if let Err(err) = done {
-            // Readers see the old figures for at most the TTL; the hold
-            // path re-checks capacity under a lock, so nothing oversells.
-            tracing::warn!(error = %err, "availability cache: invalidation failed");
-            self.skip_for_a_while();
+        if sent.is_none() {
+            self.link.owe_invalidation();
         }
     }
 
@@ -317,8 +317,9 @@ impl AvailabilityCache {
         value.extend_from_slice(now_ms().to_string().as_bytes());
         value.push(b'\n');
         value.extend_from_slice(body);
-        let stored: redis::RedisResult<i64> = Script::new(STORE_AND_RELEASE)
-            .key(&self.keys.fresh)
+        let script = Script::new(STORE_AND_RELEASE);
+        let mut invocation = script.key(&self.keys.fresh);
+        invocation
             .key(&self.keys.stale)
             .key(&self.keys.lock)
             .key(&self.keys.generation)
@@ -326,58 +327,25 @@ impl AvailabilityCache {
             .arg(millis(self.settings.ttl))
             .arg(millis(self.settings.ttl * STALE_FACTOR))
             .arg(token)
-            .arg(generation)
-            .invoke_async(&mut self.conn.clone())
+            .arg(generation);
+        let stored: Option<i64> = self
+            .exec("store", async |c| invocation.invoke_async(c).await)
             .await;
-        match stored {
-            Ok(0) => tracing::info!("availability cache: invalidated during recompute, not stored"),
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!(error = %err, "availability cache: store failed");
-                self.skip_for_a_while();
-            }
+        if stored == Some(0) {
+            tracing::info!("availability cache: invalidated during recompute, not stored");
         }
     }
 
+    /// With the cache down the lock is left to expire on its own.
     async fn release(&self, token: &str) {
-        let released: redis::RedisResult<i64> = Script::new(RELEASE)
-            .key(&self.keys.lock)
-            .arg(token)
-            .invoke_async(&mut self.conn.clone())
+        let script = Script::new(RELEASE);
+        let mut invocation = script.key(&self.keys.lock);
+        invocation.arg(token);
+        let _: Option<i64> = self
+            .exec("lock release", async |c| invocation.invoke_async(c).await)
             .await;
-        if let Err(err) = released {
-            // The lock expires on its own.
-            tracing::warn!(error = %err, "availability cache: lock release failed");
-        }
-    }
-
-    async fn fall_back<F, Fut>(&self, err: redis::RedisError, compute: F) -> Result<Served, Error>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<Vec<u8>, Error>>,
-    {
-        tracing::warn!(error = %err, "availability cache unavailable, reading the database");
-        self.skip_for_a_while();
-        bypass(compute().await?)
-    }
-
-    fn skipping(&self) -> bool {
-        now_ms() < self.skip_until_ms.load(Ordering::Relaxed)
-    }
-
-    fn skip_for_a_while(&self) {
-        self.skip_until_ms
-            .store(now_ms() + millis(self.settings.backoff), Ordering::Relaxed);
     }
 }
-
-/// Lock taken (`OK`) or not, fresh copy, stale copy, generation.
-type MissReply = (
-    Option<String>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<String>,
-);
 
 fn bypass(body: Vec<u8>) -> Result<Served, Error> {
     Ok(Served {
@@ -385,63 +353,4 @@ fn bypass(body: Vec<u8>) -> Result<Served, Error> {
         status: CacheStatus::Bypass,
         age: Duration::ZERO,
     })
-}
-
-/// A stored value is `<unix ms>\n<json array>`; anything else is garbage
-/// and counts as a miss.
-fn decode(value: Option<Vec<u8>>, status: CacheStatus) -> Option<Served> {
-    let mut value = value?;
-    let newline = value.iter().position(|b| *b == b'\n')?;
-    let stored_at: u64 = std::str::from_utf8(&value[..newline]).ok()?.parse().ok()?;
-    if value.get(newline + 1) != Some(&b'[') || value.last() != Some(&b']') {
-        return None;
-    }
-    let age = Duration::from_millis(now_ms().saturating_sub(stored_at));
-    value.drain(..=newline);
-    Some(Served {
-        body: value,
-        status,
-        age,
-    })
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stored_values_decode_to_their_json_and_age() {
-        let stored = format!("{}\n[{{\"slot_id\":1}}]", now_ms() - 1500).into_bytes();
-        let served = decode(Some(stored), CacheStatus::Hit).unwrap();
-        assert_eq!(served.body, b"[{\"slot_id\":1}]");
-        assert!(served.age >= Duration::from_millis(1500));
-    }
-
-    #[test]
-    fn garbage_in_the_cache_counts_as_a_miss() {
-        for garbage in [
-            &b""[..],
-            b"[]",
-            b"abc\n[]",
-            b"123\n{}",
-            b"123\n[1",
-            b"\xff\xfe",
-        ] {
-            assert!(
-                decode(Some(garbage.to_vec()), CacheStatus::Hit).is_none(),
-                "{garbage:?}"
-            );
-        }
-    }
 }

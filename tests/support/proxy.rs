@@ -59,9 +59,15 @@ impl Proxy {
     /// Listens on 127.0.0.1 (a free port), forwarding to the test server.
     pub async fn start() -> Self {
         let server = MySqlConnectOptions::from_str(&server_url()).expect("TEST_DATABASE_URL");
+        Self::start_to(server.get_host(), server.get_port()).await
+    }
+
+    /// The same proxy in front of any TCP server (the cache tests put one
+    /// in front of Redis).
+    pub async fn start_to(host: &str, port: u16) -> Self {
         let upstream = Upstream {
-            host: server.get_host().to_string(),
-            port: server.get_port(),
+            host: host.to_string(),
+            port,
         };
         let listener = TcpListener::bind("127.0.0.1:0")
             .await

@@ -1,0 +1,95 @@
+//! Sections of `docs/BENCHMARKS.md` that a run of their group alone
+//! (`--only cache_down`) updates in place, between markers, each saying
+//! the commit it was measured at; a full run writes them with the rest.
+
+use crate::cachedown;
+use crate::markdown::table;
+use crate::report::{Meta, Row, Target};
+use std::fmt::Write;
+
+/// The groups whose section can be updated from a run of that group.
+pub const IN_PLACE: &[&str] = &["cache_down"];
+
+/// The section of `group`, markers included.
+pub fn render(group: &str, meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
+    let (begin, end) = markers(group);
+    let body = match group {
+        "cache_down" => cache_down(meta, rows, targets, full),
+        _ => String::new(),
+    };
+    format!("{begin}\n{body}{end}\n")
+}
+
+/// `doc` with the section of `group` replaced by `section`, or with
+/// `section` appended if the document has none yet.
+pub fn replace(doc: &str, group: &str, section: &str) -> String {
+    let (begin, end) = markers(group);
+    match (doc.find(&begin), doc.find(&end)) {
+        (Some(b), Some(e)) if b < e => {
+            let after = (e + end.len()..doc.len())
+                .find(|&i| doc.as_bytes().get(i) != Some(&b'\n'))
+                .unwrap_or(doc.len());
+            let rest = &doc[after..];
+            format!(
+                "{}{section}{}{rest}",
+                &doc[..b],
+                if rest.is_empty() { "" } else { "\n" }
+            )
+        }
+        _ => format!("{}\n\n{section}", doc.trim_end()),
+    }
+}
+
+fn markers(group: &str) -> (String, String) {
+    (
+        format!("<!-- section {group}: written by `--only {group}` or a full run -->"),
+        format!("<!-- end of section {group} -->"),
+    )
+}
+
+fn cache_down(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
+    let mut md = String::new();
+    let w = &mut md;
+    let _ = writeln!(w, "## A dead cache, fleet-wide\n");
+    let how = if full {
+        "with the rest of this file".to_string()
+    } else {
+        format!(
+            "by `cargo run --release -p bench -- --only cache_down`, apart from the rest of this file \
+             (load average before {} · after {})",
+            meta.load_before, meta.load_after
+        )
+    };
+    let _ = writeln!(
+        w,
+        "Measured at commit `{}` on {}, {how}.\n",
+        meta.commit, meta.date
+    );
+    let _ = writeln!(
+        w,
+        "{} environments, each a `shared::App` as a function builds it (its own one-connection pool, \
+         its own cache client with the production settings: 100 ms per connect and per command, no \
+         retry, a skip window of 1 s doubling to 8 s), whose cache is *hanging* (a listener that \
+         accepts and never answers) or *refused* (a closed port). The environments start cold and \
+         keep their cache client through the four phases of a mode, so each crosses several skip \
+         windows; *sequential* is one caller going round the environments, *parallel* one caller per \
+         environment. Reads are `availability_json` (served from the database: *bypass*); writes are \
+         confirms and cancels of pre-made holds, alternating, each invalidating the cache after \
+         commit. *cache_connects_per_env_so_far* counts the connections each environment tried to \
+         open to the cache since the mode started (the first, then one background probe per window; \
+         no request waits for a probe). Each phase alternates rounds with *.no_cache*: the same \
+         service on the same connections with no cache at all, what this machine's database alone \
+         costs at that concurrency (the bench, MariaDB and other work share its cores).\n",
+        cachedown::ENVS
+    );
+    table(
+        w,
+        rows.iter()
+            .filter(|r| r.scenario.starts_with("cache_down.")),
+    );
+    let _ = writeln!(w, "\n| target | measured | result |\n|---|---|---|");
+    for t in targets.iter().filter(|t| t.target.starts_with("cache ")) {
+        let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
+    }
+    md
+}

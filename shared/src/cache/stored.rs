@@ -1,0 +1,135 @@
+//! What the cache holds and how: key names, the scripts, the stored
+//! value's format.
+
+use super::{CacheStatus, Served};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Key names are versioned (a format change needs no flush), namespaced by
+/// database (stages or tenants may share one cache), and share one hash
+/// tag, so the multi-key scripts stay in one slot on a clustered or
+/// serverless Valkey.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    pub fresh: String,
+    pub stale: String,
+    pub lock: String,
+    pub generation: String,
+}
+
+impl Keys {
+    pub fn new(namespace: &str) -> Self {
+        let key = |name: &str| format!("slot-booking:v1:{{{namespace}:availability}}:{name}");
+        Self {
+            fresh: key("fresh"),
+            stale: key("stale"),
+            lock: key("lock"),
+            generation: key("generation"),
+        }
+    }
+}
+
+/// The stale copy outlives the fresh one this many times.
+pub(super) const STALE_FACTOR: u32 = 6;
+
+/// Stores a recomputed value only if no invalidation happened since the
+/// caller read the generation, then releases the lock if the caller still
+/// owns it. KEYS: fresh, stale, lock, generation. ARGV: value, fresh ms,
+/// stale ms, lock token, generation seen.
+pub(super) const STORE_AND_RELEASE: &str = r#"
+local stored = 0
+if (redis.call('GET', KEYS[4]) or '') == ARGV[5] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+  stored = 1
+end
+if redis.call('GET', KEYS[3]) == ARGV[4] then
+  redis.call('DEL', KEYS[3])
+end
+return stored
+"#;
+
+/// Compare-and-delete: a lock is released only by its owner.
+pub(super) const RELEASE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"#;
+
+/// INCR generation and DEL both copies, in one MULTI.
+pub(super) fn invalidation(keys: &Keys) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .incr(&keys.generation, 1)
+        .ignore()
+        .del(&[&keys.fresh, &keys.stale])
+        .ignore();
+    pipe
+}
+
+/// Lock taken (`OK`) or not, fresh copy, stale copy, generation.
+pub(super) type MissReply = (
+    Option<String>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<String>,
+);
+
+/// A stored value is `<unix ms>\n<json array>`; anything else is garbage
+/// and counts as a miss.
+pub(super) fn decode(value: Option<Vec<u8>>, status: CacheStatus) -> Option<Served> {
+    let mut value = value?;
+    let newline = value.iter().position(|b| *b == b'\n')?;
+    let stored_at: u64 = std::str::from_utf8(&value[..newline]).ok()?.parse().ok()?;
+    if value.get(newline + 1) != Some(&b'[') || value.last() != Some(&b']') {
+        return None;
+    }
+    let age = Duration::from_millis(now_ms().saturating_sub(stored_at));
+    value.drain(..=newline);
+    Some(Served {
+        body: value,
+        status,
+        age,
+    })
+}
+
+pub(super) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+pub(super) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_values_decode_to_their_json_and_age() {
+        let stored = format!("{}\n[{{\"slot_id\":1}}]", now_ms() - 1500).into_bytes();
+        let served = decode(Some(stored), CacheStatus::Hit).unwrap();
+        assert_eq!(served.body, b"[{\"slot_id\":1}]");
+        assert!(served.age >= Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn garbage_in_the_cache_counts_as_a_miss() {
+        for garbage in [
+            &b""[..],
+            b"[]",
+            b"abc\n[]",
+            b"123\n{}",
+            b"123\n[1",
+            b"\xff\xfe",
+        ] {
+            assert!(
+                decode(Some(garbage.to_vec()), CacheStatus::Hit).is_none(),
+                "{garbage:?}"
+            );
+        }
+    }
+}
