@@ -24,6 +24,30 @@ pub fn workspace_root() -> PathBuf {
 pub fn build_functions(release: bool) -> Result<(), String> {
     let mut build = std::process::Command::new("cargo");
     build.arg("build").current_dir(workspace_root());
+    // Run from a test, the environment carries what `cargo test` set for
+    // the test process; a build script that watches one of those variables
+    // would rerun, rebuilding half the tree here and again in the next
+    // `cargo test`. Build as from a shell.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo = name == "CARGO"
+            || name == "LD_LIBRARY_PATH"
+            || [
+                "CARGO_PKG_",
+                "CARGO_BIN_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_PRIMARY_PACKAGE",
+                "RUSTC",
+                "RUST_RECURSION",
+            ]
+            .iter()
+            .any(|prefix| name.starts_with(prefix));
+        if set_by_cargo {
+            build.env_remove(name.as_ref());
+        }
+    }
     for bin in API_FUNCTIONS {
         build.args(["--bin", bin]);
     }
