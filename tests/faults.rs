@@ -8,10 +8,9 @@
 //! The database server is shared and never stopped: connections are killed
 //! with `KILL`, and the network is cut by a proxy (`support/proxy.rs`).
 
-use lambda_http::{Body, Response};
-use serde_json::Value;
+use shared::App;
 use shared::domain::SlotId;
-use shared::{App, http};
+use slot_booking_tests::answers::*;
 use slot_booking_tests::proxy::{Mode, Proxy};
 use slot_booking_tests::*;
 use sqlx::mysql::MySqlConnectOptions;
@@ -20,92 +19,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
-
-// ---- what a client sees -------------------------------------------------
-
-/// Status, JSON body (checked for leaks by `read`) and `Retry-After`.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    body: Value,
-    retry_after: Option<String>,
-}
-
-fn answer(response: Response<Body>) -> Answer {
-    let retry_after = response
-        .headers()
-        .get("retry-after")
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned);
-    let (status, body) = read(response);
-    Answer {
-        status,
-        body,
-        retry_after,
-    }
-}
-
-impl Answer {
-    fn assert_status(&self, status: u16, what: &str) {
-        assert_eq!(self.status, status, "{what}: {}", self.body);
-    }
-
-    /// 503 `service_unavailable`, a message, and when to retry.
-    fn assert_unavailable(&self, what: &str) {
-        self.assert_status(503, what);
-        assert_eq!(self.body["reason"], "service_unavailable", "{what}");
-        assert!(
-            self.body["message"].as_str().is_some_and(|m| !m.is_empty()),
-            "{what}: {}",
-            self.body
-        );
-        assert!(
-            self.retry_after
-                .as_deref()
-                .and_then(|secs| secs.parse::<u32>().ok())
-                .is_some_and(|secs| secs > 0),
-            "{what}: a 503 tells when to retry, got Retry-After {:?}",
-            self.retry_after
-        );
-    }
-
-    fn hold_id(&self) -> String {
-        id_of(&self.body)
-    }
-}
-
-async fn hold(app: &App, slot: SlotId, key: &str) -> Answer {
-    let request = hold_request(&slot.0.to_string(), Some(key));
-    answer(http::hold(app, request).await.expect("handled"))
-}
-
-async fn confirm(app: &App, hold: &str) -> Answer {
-    answer(
-        http::confirm(app, confirm_request(hold))
-            .await
-            .expect("handled"),
-    )
-}
-
-async fn cancel(app: &App, hold: &str) -> Answer {
-    answer(
-        http::cancel(app, cancel_request(hold))
-            .await
-            .expect("handled"),
-    )
-}
-
-async fn availability(app: &App) -> Answer {
-    answer(
-        http::availability(app, availability_request())
-            .await
-            .expect("handled"),
-    )
-}
-
-fn key() -> String {
-    new_key().to_string()
-}
 
 /// Stored status of a hold.
 async fn status_of(db: &TestDb, hold: &str) -> String {

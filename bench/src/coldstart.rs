@@ -1,5 +1,5 @@
 //! Cold start of a function binary (the release `availability`), against a
-//! stand-in of the Lambda Runtime API served here on loopback: the time
+//! stand-in of the Lambda Runtime API (`slot_booking_tests::runtime_api`): the time
 //! from exec to its first `next` poll (start-up: logging, configuration,
 //! clients), to its first response (one `GET /slots/availability`), and
 //! its resident memory once that invocation is done.
@@ -10,151 +10,25 @@ use crate::e2e::workspace_root;
 use crate::measure;
 use crate::report::Row;
 use crate::setup::{Bench, Env};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::json;
-use std::convert::Infallible;
+use slot_booking_tests::runtime_api::{RuntimeApi, Seen};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::net::TcpListener;
+use std::time::{Duration, Instant};
 use tokio::process::Command;
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 
 const RUNS: usize = 10;
-const REQUEST_ID: &str = "8476a536-e9f4-11e8-9739-2dfe598c3fcd";
-
-/// What the stand-in saw, in order.
-#[derive(Debug)]
-enum Seen {
-    Poll(Instant),
-    Response(Instant, Bytes),
-    Error(String),
-}
-
-/// The Runtime API's three calls a function makes on its first
-/// invocation: `next` (the event, at the first poll; later polls wait
-/// forever, as on Lambda between invocations), `response` and `error`.
-struct StandIn {
-    address: String,
-    seen: mpsc::UnboundedReceiver<Seen>,
-    /// Dropping it aborts the server and its connections.
-    _tasks: JoinSet<()>,
-}
-
-impl StandIn {
-    async fn start() -> Result<Self, String> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| e.to_string())?;
-        let address = listener
-            .local_addr()
-            .map_err(|e| e.to_string())?
-            .to_string();
-        let (tx, seen) = mpsc::unbounded_channel();
-        let polls = Arc::new(AtomicU64::new(0));
-        let mut tasks = JoinSet::new();
-        tasks.spawn(async move {
-            let mut connections = JoinSet::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                let (tx, polls) = (tx.clone(), polls.clone());
-                connections.spawn(async move {
-                    let service =
-                        service_fn(move |request| answer(request, tx.clone(), polls.clone()));
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Ok(Self {
-            address,
-            seen,
-            _tasks: tasks,
-        })
-    }
-
-    async fn next(&mut self, within: Duration) -> Option<Seen> {
-        tokio::time::timeout(within, self.seen.recv())
-            .await
-            .ok()
-            .flatten()
-    }
-}
-
 /// Why a cold start went wrong, for the error message.
 fn unexpected(expected: &str, seen: Option<Seen>) -> String {
     match seen {
         None => format!("no {expected} within the time allowed"),
-        Some(Seen::Error(report)) => format!("the function reported an error: {report}"),
+        Some(Seen::Error { report, .. }) => format!("the function reported an error: {report}"),
         Some(Seen::Poll(_)) => format!("a poll where the {expected} was expected"),
-        Some(Seen::Response(_, body)) => format!(
+        Some(Seen::Response { body, .. }) => format!(
             "a response where the {expected} was expected: {}",
             String::from_utf8_lossy(&body)
         ),
     }
-}
-
-async fn answer(
-    request: Request<Incoming>,
-    seen: mpsc::UnboundedSender<Seen>,
-    polls: Arc<AtomicU64>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    let path = request.uri().path().to_string();
-    if request.method() == Method::GET && path == "/2018-06-01/runtime/invocation/next" {
-        let _ = seen.send(Seen::Poll(Instant::now()));
-        if polls.fetch_add(1, Ordering::Relaxed) > 0 {
-            std::future::pending::<()>().await;
-        }
-        let deadline = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            + Duration::from_secs(30);
-        let response = Response::builder()
-            .header("content-type", "application/json")
-            .header("lambda-runtime-aws-request-id", REQUEST_ID)
-            .header(
-                "lambda-runtime-deadline-ms",
-                deadline.as_millis().to_string(),
-            )
-            .header(
-                "lambda-runtime-invoked-function-arn",
-                "arn:aws:lambda:eu-west-1:123456789012:function:availability",
-            )
-            .header(
-                "lambda-runtime-trace-id",
-                "Root=1-5bef4de7-ad49b0e87f6ef6c87fc2e700;Parent=9a9197af755a6419;Sampled=1",
-            )
-            .body(Full::new(Bytes::from(event().to_string())))
-            .expect("response");
-        return Ok(response);
-    }
-    let body = request
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let now = Instant::now();
-    let _ = if path.ends_with("/response") {
-        seen.send(Seen::Response(now, body))
-    } else {
-        seen.send(Seen::Error(format!(
-            "{path}: {}",
-            String::from_utf8_lossy(&body)
-        )))
-    };
-    let mut response = Response::new(Full::new(Bytes::from_static(b"{\"status\":\"OK\"}")));
-    *response.status_mut() = StatusCode::ACCEPTED;
-    Ok(response)
 }
 
 /// An API Gateway HTTP API (payload v2) event for `GET /slots/availability`.
@@ -198,16 +72,14 @@ struct Start {
 }
 
 async fn cold_start(binary: &PathBuf, bench: &Bench) -> Result<Start, String> {
-    let mut stand_in = StandIn::start().await?;
+    let mut stand_in = RuntimeApi::start().await?;
+    // The first poll gets it; the next waits, as on Lambda between
+    // invocations.
+    stand_in.invoke(event(), Duration::from_secs(30));
     let started = Instant::now();
     let mut child = Command::new(binary)
         .env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", &stand_in.address)
-        .env("AWS_LAMBDA_FUNCTION_NAME", "availability")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/availability")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
+        .envs(stand_in.environment("availability"))
         .env("DATABASE_URL", &bench.url)
         .env("REDIS_URL", &bench.redis_url)
         .env("RUST_LOG", "warn")
@@ -224,7 +96,7 @@ async fn cold_start(binary: &PathBuf, bench: &Bench) -> Result<Start, String> {
             other => return Err(unexpected("first poll", other)),
         };
         let (to_response, body) = match stand_in.next(Duration::from_secs(10)).await {
-            Some(Seen::Response(at, body)) => (at - started, body),
+            Some(Seen::Response { at, body, .. }) => (at - started, body),
             other => return Err(unexpected("response", other)),
         };
         // The next poll: the invocation is over, the environment idles.

@@ -2,11 +2,16 @@
 //! that behave like Lambda execution environments (one connection each),
 //! API Gateway v2 events, and the count-based oracle of the invariants.
 
+pub mod answers;
 pub mod counters;
 pub mod history;
 pub mod locks;
 pub mod planted;
+pub mod private_mariadb;
+pub mod private_redis;
+pub mod private_server;
 pub mod proxy;
+pub mod runtime_api;
 pub mod scenarios;
 pub mod traffic;
 pub mod watch;
@@ -34,6 +39,8 @@ pub fn server_url() -> String {
 
 pub struct TestDb {
     pub name: String,
+    /// The server it lives on (`mysql://user@host:port`, no database).
+    pub server: String,
     pub url: String,
     /// For setting up rows and reading them back; never used as "a client".
     pub admin: MySqlPool,
@@ -42,8 +49,13 @@ pub struct TestDb {
 impl TestDb {
     /// Creates `sb_test_<random>` and runs the migrations in it.
     pub async fn new() -> Self {
+        Self::on(&server_url()).await
+    }
+
+    /// [`TestDb::new`] on the server at `server_url` (e.g. a private one).
+    pub async fn on(server_url: &str) -> Self {
         let name = format!("sb_test_{}", uuid::Uuid::new_v4().simple());
-        let server = MySqlConnectOptions::from_str(&server_url()).expect("TEST_DATABASE_URL");
+        let server = MySqlConnectOptions::from_str(server_url).expect("server url");
         let mut conn = server
             .connect()
             .await
@@ -52,14 +64,20 @@ impl TestDb {
             .await
             .expect("create test database");
         conn.close().await.ok();
-        let url = format!("{}/{name}", server_url().trim_end_matches('/'));
+        let server = server_url.trim_end_matches('/').to_string();
+        let url = format!("{server}/{name}");
         let admin = MySqlPoolOptions::new()
             .max_connections(4)
             .connect(&url)
             .await
             .expect("connect to test database");
         shared::db::MIGRATOR.run(&admin).await.expect("migrations");
-        Self { name, url, admin }
+        Self {
+            name,
+            server,
+            url,
+            admin,
+        }
     }
 
     /// One Lambda execution environment: its own one-connection pool.
@@ -162,11 +180,32 @@ impl TestDb {
         }
     }
 
+    /// The definition D of the held-seats counter (docs/DESIGN.md), on
+    /// every slot: `held` = the slot's `held` holds that expire after its
+    /// watermark `reclaimed_until`. Read in one snapshot.
+    pub async fn assert_held_counter(&self) {
+        let drift: Vec<(u64, u32, i64)> = sqlx::query_as(
+            "SELECT s.id, s.held, (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id \
+             AND h.status = 'held' AND h.expires_at > s.reclaimed_until) AS counted \
+             FROM slots s ORDER BY s.id",
+        )
+        .fetch_all(&self.admin)
+        .await
+        .expect("held counters");
+        for (id, held, counted) in drift {
+            assert_eq!(
+                i64::from(held),
+                counted,
+                "slot {id}: held {held}, but {counted} held holds expire after its watermark"
+            );
+        }
+    }
+
     /// Drops the database; call at the end of a test.
     pub async fn drop(self) {
         let name = self.name.clone();
         self.admin.close().await;
-        let server = MySqlConnectOptions::from_str(&server_url()).expect("url");
+        let server = MySqlConnectOptions::from_str(&self.server).expect("url");
         if let Ok(mut conn) = server.connect().await {
             let _ = conn
                 .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE `{name}`")))
@@ -188,6 +227,17 @@ pub fn event(
     id: Option<&str>,
     headers: &[(&str, Option<&str>)],
 ) -> Request {
+    let event = event_json(fixture, path, id, headers);
+    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event")
+}
+
+/// The JSON of [`event`], as Lambda hands it to a function process.
+pub fn event_json(
+    fixture: &str,
+    path: &str,
+    id: Option<&str>,
+    headers: &[(&str, Option<&str>)],
+) -> Value {
     let file = format!("{}/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
     let mut event: Value = serde_json::from_str(&text).expect("fixture json");
@@ -210,7 +260,7 @@ pub fn event(
             fixture_headers.insert((*name).to_string(), (*value).into());
         }
     }
-    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event")
+    event
 }
 
 pub fn hold_request(slot: &str, key: Option<&str>) -> Request {
