@@ -212,7 +212,7 @@ fn writes(
             } else {
                 client
             }];
-            let done = if turn % 2 == 0 {
+            let done = if turn.is_multiple_of(2) {
                 booking.confirm(HoldId(hold)).await.map(|_| "confirm 200")
             } else {
                 booking.cancel(HoldId(hold)).await.map(|_| "cancel 200")

@@ -81,14 +81,22 @@ impl Link {
     /// The connection to use now, or `None`: the cache is down (or its
     /// first connect just failed) and the caller reads the database.
     pub async fn lease(&self) -> Option<Lease> {
-        match self.inner.route() {
-            Route::Use(conn, epoch) => Some(Lease { conn, epoch }),
-            Route::Skip => None,
+        match self.without_connecting() {
+            Ok(lease) => lease,
+            Err(()) => self.connect_inline().await,
+        }
+    }
+
+    /// The route taken, unless it is to connect inline (`Err`).
+    fn without_connecting(&self) -> Result<Option<Lease>, ()> {
+        match self.inner.health().route(Instant::now()) {
+            Route::Use(conn, epoch) => Ok(Some(Lease { conn, epoch })),
+            Route::Skip => Ok(None),
             Route::Probe => {
                 tokio::spawn(probe(Arc::downgrade(&self.inner)));
-                None
+                Ok(None)
             }
-            Route::Connect => self.connect_inline().await,
+            Route::Connect => Err(()),
         }
     }
 
@@ -115,11 +123,8 @@ impl Link {
     async fn connect_inline(&self) -> Option<Lease> {
         let _gate = self.inner.gate.lock().await;
         // Another caller may have connected or failed while this one waited.
-        if let Route::Use(conn, epoch) = self.inner.route() {
-            return Some(Lease { conn, epoch });
-        }
-        if !self.inner.health().never_tried() {
-            return None;
+        if let Ok(lease) = self.without_connecting() {
+            return lease;
         }
         match self.inner.connect().await {
             Ok(conn) => {
@@ -139,10 +144,6 @@ impl Inner {
     fn health(&self) -> std::sync::MutexGuard<'_, Health<MultiplexedConnection>> {
         // The state is a few plain fields, valid after any panic.
         self.health.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn route(&self) -> Route<MultiplexedConnection> {
-        self.health().route(Instant::now())
     }
 
     async fn connect(&self) -> RedisResult<MultiplexedConnection> {
@@ -180,7 +181,7 @@ async fn probe(inner: Weak<Inner>) {
         }
         let mut health = inner.health();
         // An invalidation skipped while this probe ran is sent first.
-        if !health.owed() {
+        if !health.owed {
             health.install(conn);
             drop(health);
             tracing::info!("availability cache reachable again");
@@ -256,10 +257,6 @@ impl<C: Clone> Health<C> {
         }
     }
 
-    fn never_tried(&self) -> bool {
-        self.conn.is_none() && self.down_until.is_none() && self.failures == 0
-    }
-
     /// Puts a working connection in place; returns its epoch.
     pub fn install(&mut self, conn: C) -> u64 {
         self.conn = Some(conn);
@@ -307,10 +304,6 @@ impl<C: Clone> Health<C> {
 
     pub fn owe(&mut self) {
         self.owed = true;
-    }
-
-    pub fn owed(&self) -> bool {
-        self.owed
     }
 
     pub fn take_owed(&mut self) -> bool {
@@ -401,8 +394,8 @@ mod tests {
         h.owe();
         h.route(now + S);
         let owed = h.take_owed();
-        assert!(owed && !h.owed());
+        assert!(owed && !h.owed);
         h.probe_failed(owed, now + S);
-        assert!(h.owed());
+        assert!(h.owed);
     }
 }
