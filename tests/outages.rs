@@ -418,3 +418,28 @@ async fn the_cache_restarting_under_load_fails_no_request_and_is_used_again_afte
     db.assert_held_counter().await;
     db.drop().await;
 }
+
+/// The proof (docs/DESIGN.md) needs REPEATABLE READ; a server whose
+/// default is READ COMMITTED (a parameter group, an operator's `SET
+/// GLOBAL`) must not change what the service runs under. A private server
+/// again: the shared one's default is not ours to change.
+#[tokio::test]
+async fn every_connection_runs_repeatable_read_whatever_the_servers_default() {
+    let server = PrivateMariaDb::start().await;
+    let admin = shared::db::connect_lazy(&server.url(), 1).expect("pool");
+    sqlx::query("SET GLOBAL TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .execute(&admin)
+        .await
+        .unwrap();
+    let plain: String = sqlx::query_scalar("SELECT @@GLOBAL.tx_isolation")
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert_eq!(plain, "READ-COMMITTED");
+    let service = shared::db::connect_lazy(&server.url(), 1).expect("pool");
+    let level: String = sqlx::query_scalar("SELECT @@SESSION.tx_isolation")
+        .fetch_one(&service)
+        .await
+        .unwrap();
+    assert_eq!(level, "REPEATABLE-READ");
+}
