@@ -8,7 +8,7 @@
 //! `AWS_ENDPOINT_URL_ELASTICACHE`, `AWS_ENDPOINT_URL_SECRETS_MANAGER`)
 //! points the clients at a local stand-in, as the tests do.
 
-use crate::config::Secret;
+use crate::secret::Secret;
 use aws_config::{BehaviorVersion, ConfigLoader, SdkConfig};
 use aws_sdk_elasticache::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_elasticache::types::Endpoint;

@@ -28,8 +28,10 @@
 //! An empty variable counts as unset everywhere except `REDIS_URL`, where
 //! empty explicitly turns the cache off (unless `CACHE_NAME` names one).
 
+pub use crate::secret::Secret;
 use crate::{StartupError, aws};
 use aws_config::SdkConfig;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use std::fmt;
 use std::time::Duration;
 
@@ -77,6 +79,31 @@ pub struct ProxyDatabase {
     pub secret_arn: String,
 }
 
+impl ProxyDatabase {
+    /// The URL of the database behind RDS Proxy, without the password
+    /// (which comes from Secrets Manager and is added to the connect
+    /// options, never to a URL).
+    ///
+    /// The proxy requires TLS; its certificate chains to a public Amazon
+    /// root that the bundled webpki roots include, so the connection
+    /// verifies both the chain and the host name (`VERIFY_IDENTITY`).
+    pub fn url(&self) -> String {
+        /// RFC 3986's unreserved characters stay as they are.
+        const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+            .remove(b'-')
+            .remove(b'_')
+            .remove(b'.')
+            .remove(b'~');
+        format!(
+            "mysql://{}@{}:{}/{}?ssl-mode=VERIFY_IDENTITY",
+            utf8_percent_encode(&self.user, COMPONENT),
+            self.host,
+            self.port,
+            utf8_percent_encode(&self.name, COMPONENT)
+        )
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CacheSource {
     /// `REDIS_URL`, or the local default.
@@ -85,27 +112,6 @@ pub enum CacheSource {
     Discover(String),
     /// `REDIS_URL=""` and no `CACHE_NAME`.
     Off,
-}
-
-/// A password: never printed, by `Debug` or otherwise.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The only way to the value; call it where the value is used.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -252,7 +258,7 @@ impl Settings {
                 DatabaseSource::Proxy(proxy) => {
                     let password =
                         aws::database_password(sdk, &proxy.secret_arn, &proxy.user).await?;
-                    Ok::<_, aws::SecretError>((crate::db::proxy_url(proxy), Some(password)))
+                    Ok::<_, aws::SecretError>((proxy.url(), Some(password)))
                 }
             }
         };
@@ -406,6 +412,23 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proxy_url_carries_no_password_and_verifies_the_certificate() {
+        let url = ProxyDatabase {
+            host: "sb.proxy-abc.eu-west-1.rds.amazonaws.com".into(),
+            port: 3306,
+            name: "slot_booking".into(),
+            user: "slot admin".into(),
+            secret_arn: "arn:aws:secretsmanager:eu-west-1:1:secret:x".into(),
+        }
+        .url();
+        assert_eq!(
+            url,
+            "mysql://slot%20admin@sb.proxy-abc.eu-west-1.rds.amazonaws.com:3306/slot_booking\
+             ?ssl-mode=VERIFY_IDENTITY"
+        );
+    }
     use std::collections::HashMap;
 
     fn settings(vars: &[(&str, &str)]) -> Result<Settings, ConfigError> {

@@ -120,16 +120,6 @@ fn validation_summary(errors: &FieldErrors) -> String {
     }
 }
 
-impl From<sqlx::Error> for Error {
-    fn from(err: sqlx::Error) -> Self {
-        if crate::db::is_unavailable(&err) {
-            Self::Unavailable(err)
-        } else {
-            Self::Internal(err)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,13 +12,14 @@ pub mod domain;
 pub mod error;
 pub mod http;
 pub mod migrate;
+pub mod secret;
 pub mod telemetry;
 
 pub use booking::Booking;
 use cache::{AvailabilityCache, CacheSettings};
-use config::Secret;
 pub use config::{Config, Settings};
 pub use error::Error;
+use secret::Secret;
 
 /// What a function keeps between invocations: built once in `main`.
 #[derive(Clone)]

@@ -1,7 +1,8 @@
 //! MySQL pool set-up, embedded migrations, and the classification of
 //! database failures into "retry the transaction" and "unavailable".
 
-use crate::config::{ProxyDatabase, Secret};
+use crate::error::Error;
+use crate::secret::Secret;
 use sqlx::migrate::Migrator;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Executor, MySqlPool};
@@ -56,22 +57,6 @@ pub fn url_options(database_url: &str) -> Result<MySqlConnectOptions, sqlx::Erro
         .timezone(Some(String::from("+00:00"))))
 }
 
-/// The URL of the database behind RDS Proxy, without the password (which
-/// comes from Secrets Manager and is added to the options, never to a URL).
-///
-/// The proxy requires TLS; its certificate chains to a public Amazon root
-/// that the bundled webpki roots include, so the connection verifies both
-/// the chain and the host name (`VERIFY_IDENTITY`).
-pub fn proxy_url(proxy: &ProxyDatabase) -> String {
-    format!(
-        "mysql://{}@{}:{}/{}?ssl-mode=VERIFY_IDENTITY",
-        percent_encode(&proxy.user),
-        proxy.host,
-        proxy.port,
-        percent_encode(&proxy.name)
-    )
-}
-
 /// Options for `database_url` with `password` (if any) added.
 pub fn options_with_password(
     database_url: &str,
@@ -82,18 +67,6 @@ pub fn options_with_password(
         Some(password) => options.password(password.expose()),
         None => options,
     })
-}
-
-fn percent_encode(text: &str) -> String {
-    let mut encoded = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
 }
 
 /// Connects one connection, trying again with back-off until `budget` has
@@ -219,6 +192,18 @@ pub fn is_unavailable(err: &sqlx::Error) -> bool {
     classify(err) != Failure::Other
 }
 
+/// A failure the database may recover from is a 503; anything else is a
+/// bug or a schema problem (500).
+impl From<sqlx::Error> for Error {
+    fn from(err: sqlx::Error) -> Self {
+        if is_unavailable(&err) {
+            Self::Unavailable(err)
+        } else {
+            Self::Internal(err)
+        }
+    }
+}
+
 /// True when the statement failed on a UNIQUE index (MySQL 1062).
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
@@ -234,20 +219,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_proxy_url_carries_no_password_and_verifies_the_certificate() {
-        let url = proxy_url(&ProxyDatabase {
-            host: "sb.proxy-abc.eu-west-1.rds.amazonaws.com".into(),
-            port: 3306,
-            name: "slot_booking".into(),
-            user: "slot admin".into(),
-            secret_arn: "arn:aws:secretsmanager:eu-west-1:1:secret:x".into(),
-        });
-        assert_eq!(
-            url,
-            "mysql://slot%20admin@sb.proxy-abc.eu-west-1.rds.amazonaws.com:3306/slot_booking\
-             ?ssl-mode=VERIFY_IDENTITY"
-        );
-        let options = options_with_password(&url, Some(&Secret::new("p@ss:w/rd"))).unwrap();
+    fn the_password_goes_into_the_options_and_the_proxys_tls_mode_is_kept() {
+        let url = "mysql://slot%20admin@sb.proxy-abc.eu-west-1.rds.amazonaws.com:3306/slot_booking\
+             ?ssl-mode=VERIFY_IDENTITY";
+        let options = options_with_password(url, Some(&Secret::new("p@ss:w/rd"))).unwrap();
         assert_eq!(options.get_username(), "slot admin");
         assert!(matches!(
             options.get_ssl_mode(),
