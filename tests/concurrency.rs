@@ -16,18 +16,6 @@ use tokio::sync::Barrier;
 
 const CALLERS: usize = 20;
 
-/// `n` environments with an open connection each, like warm Lambdas.
-async fn warm_apps(db: &TestDb, n: usize, hold_ttl: Duration) -> Vec<App> {
-    let apps: Vec<App> = (0..n).map(|_| db.app_with_hold_ttl(hold_ttl)).collect();
-    for app in &apps {
-        sqlx::query("SELECT 1")
-            .execute(app.booking.pool())
-            .await
-            .expect("warm up");
-    }
-    apps
-}
-
 /// Runs `call(i, app)` on every app at once, each on its own task, released
 /// together; returns the responses in caller order.
 async fn together<F, Fut>(apps: Vec<App>, call: F) -> Vec<(u16, Value)>
@@ -71,7 +59,7 @@ async fn hold_via_http(app: &App, slot: SlotId, key: &str) -> (u16, Value) {
 async fn twenty_parallel_holds_on_a_one_seat_slot_give_one_201_and_nineteen_409() {
     let db = TestDb::new().await;
     let slot = db.insert_slot(1).await;
-    let apps = warm_apps(&db, CALLERS, Duration::from_secs(300)).await;
+    let apps = db.warm_apps(CALLERS, Duration::from_secs(300)).await;
     let responses = together(apps, move |_, app| async move {
         hold_via_http(&app, slot, &new_key().to_string()).await
     })
@@ -112,7 +100,7 @@ async fn twenty_parallel_confirms_competing_for_one_seat_give_one_200_and_ninete
         .await
         .unwrap();
     let ids = Arc::new(ids);
-    let apps = warm_apps(&db, CALLERS, Duration::from_secs(300)).await;
+    let apps = db.warm_apps(CALLERS, Duration::from_secs(300)).await;
     let responses = together(apps, move |i, app| {
         let ids = ids.clone();
         async move {
@@ -140,7 +128,7 @@ async fn twenty_parallel_holds_with_one_key(capacity: u32) {
     let db = TestDb::new().await;
     let slot = db.insert_slot(capacity).await;
     let key = new_key().to_string();
-    let apps = warm_apps(&db, CALLERS, Duration::from_secs(300)).await;
+    let apps = db.warm_apps(CALLERS, Duration::from_secs(300)).await;
     let responses = together(apps, move |_, app| {
         let key = key.clone();
         async move { hold_via_http(&app, slot, &key).await }
@@ -182,7 +170,7 @@ async fn parallel_holds_with_one_key_on_different_slots_create_one_hold_and_refu
     }
     let slots = Arc::new(slots);
     let key = new_key().to_string();
-    let apps = warm_apps(&db, CALLERS, Duration::from_secs(300)).await;
+    let apps = db.warm_apps(CALLERS, Duration::from_secs(300)).await;
     let responses = together(apps, move |i, app| {
         let (slots, key) = (slots.clone(), key.clone());
         async move { hold_via_http(&app, slots[i], &key).await }
@@ -217,7 +205,7 @@ async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookabl
     let db = TestDb::new().await;
     let slot = db.insert_slot(1).await;
     let ttl = Duration::from_millis(2000);
-    let apps = warm_apps(&db, 2, ttl).await;
+    let apps = db.warm_apps(2, ttl).await;
     let (holder, confirmer) = (apps[0].clone(), apps[1].clone());
     let (status, h1) = hold_via_http(&holder, slot, &new_key().to_string()).await;
     assert_eq!(status, 201);
@@ -275,7 +263,7 @@ async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
     }
     let slots = Arc::new(slots);
     let deadline = Instant::now() + Duration::from_secs(4);
-    let apps = warm_apps(&db, 10, Duration::from_millis(400)).await;
+    let apps = db.warm_apps(10, Duration::from_millis(400)).await;
     let responses = together(apps, move |_, app| {
         let slots = slots.clone();
         async move {
@@ -358,19 +346,7 @@ async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
             *seen.entry(outcome.clone()).or_default() += n.as_u64().unwrap();
         }
     }
-    let allowed = [
-        "200 ",
-        "201 ",
-        "409 capacity_exhausted",
-        "409 hold_cancelled",
-        "409 hold_expired",
-    ];
-    for outcome in seen.keys() {
-        assert!(
-            allowed.contains(&outcome.as_str()),
-            "unexpected outcome {outcome}: {seen:?}"
-        );
-    }
+    assert_only_workload_outcomes(seen.keys());
     assert!(
         seen.get("201 ").copied().unwrap_or(0) > 20,
         "the workload did real work: {seen:?}"

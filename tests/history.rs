@@ -16,19 +16,8 @@ use slot_booking_tests::*;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::Barrier;
-
-/// `n` environments with an open connection each, like warm Lambdas.
-async fn warm_apps(db: &TestDb, n: usize) -> Vec<App> {
-    let apps: Vec<App> = (0..n).map(|_| db.app()).collect();
-    for app in &apps {
-        sqlx::query("SELECT 1")
-            .execute(app.booking.pool())
-            .await
-            .expect("warm up");
-    }
-    apps
-}
 
 /// Runs `call(i, app)` for every app on its own task, released together.
 async fn together<F, Fut>(apps: Vec<App>, call: F)
@@ -175,7 +164,7 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
     let slots: Arc<Vec<u64>> = Arc::new(capacities.keys().copied().collect());
     let known: Arc<Mutex<Vec<Known>>> = Arc::default();
     let recorder = Recorder::new();
-    let apps = warm_apps(&db, CALLERS).await;
+    let apps = db.warm_apps(CALLERS, Duration::from_secs(300)).await;
     let rec = recorder.clone();
     together(apps, move |client, app| {
         caller(client, app, slots.clone(), known.clone(), rec.clone())
@@ -225,7 +214,7 @@ where
 {
     let recorder = Recorder::new();
     let (rec, keys, hold) = (recorder.clone(), Arc::new(keys), Arc::new(hold));
-    let apps = warm_apps(db, keys.len()).await;
+    let apps = db.warm_apps(keys.len(), Duration::from_secs(300)).await;
     together(apps, move |i, app| {
         let (rec, keys, hold) = (rec.clone(), keys.clone(), hold.clone());
         async move {

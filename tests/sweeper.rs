@@ -25,13 +25,6 @@ async fn hold(app: &App, slot: SlotId) -> (u16, serde_json::Value) {
     )
 }
 
-async fn warm(app: &App) {
-    sqlx::query("SELECT 1")
-        .execute(app.booking.pool())
-        .await
-        .expect("warm up");
-}
-
 /// The review's interleaving, driven deterministically (capacity 3):
 /// H1 is long, H3 has expired but is still counted, H2 expires soon; the
 /// counter is full. With the slot locked by the test, a hold A (its

@@ -214,6 +214,44 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// `n` environments with holds of `hold_ttl` and an open connection
+    /// each, like warm Lambdas.
+    pub async fn warm_apps(&self, n: usize, hold_ttl: Duration) -> Vec<App> {
+        let apps: Vec<App> = (0..n).map(|_| self.app_with_hold_ttl(hold_ttl)).collect();
+        for app in &apps {
+            warm(app).await;
+        }
+        apps
+    }
+}
+
+/// Opens the app's connection, as a warm Lambda environment has it.
+pub async fn warm(app: &App) {
+    sqlx::query("SELECT 1")
+        .execute(app.booking.pool())
+        .await
+        .expect("warm up");
+}
+
+/// Fails unless every `"<status> <reason>"` seen is an answer a workload
+/// of holds, confirms and cancels may get.
+pub fn assert_only_workload_outcomes<'a>(outcomes: impl IntoIterator<Item = &'a String>) {
+    const ALLOWED: [&str; 5] = [
+        "200 ",
+        "201 ",
+        "409 capacity_exhausted",
+        "409 hold_cancelled",
+        "409 hold_expired",
+    ];
+    for outcome in outcomes {
+        assert!(
+            ALLOWED.contains(&outcome.as_str()),
+            "unexpected outcome {outcome}"
+        );
+    }
+}
+
 pub fn new_key() -> IdempotencyKey {
     IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string()).expect("uuid")
 }
