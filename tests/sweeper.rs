@@ -357,3 +357,33 @@ async fn a_locked_slot_does_not_stop_the_sweep_and_the_run_keeps_its_budget() {
     db.assert_counters_exact("after the lock went").await;
     db.drop().await;
 }
+
+/// The claim that finds a slot's counter empty moves the watermark up to
+/// its now (taken after the lock), so the projection's scan window starts
+/// recently rather than at the slot's last reclaim, however old.
+#[tokio::test]
+async fn a_hold_on_an_empty_counter_brings_the_watermark_up_to_now() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(2).await;
+    let watermark = async || -> chrono::DateTime<chrono::Utc> {
+        sqlx::query_scalar("SELECT reclaimed_until FROM slots WHERE id = ?")
+            .bind(slot.0)
+            .fetch_one(&db.admin)
+            .await
+            .unwrap()
+    };
+    let before = chrono::Utc::now() - chrono::Duration::seconds(60);
+    assert!(watermark().await < before, "a new slot's watermark is old");
+    let app = db.app();
+    assert_eq!(hold(&app, slot).await.0, 201);
+    let moved = watermark().await;
+    assert!(moved > before, "moved to now: {moved}");
+    assert_eq!(hold(&app, slot).await.0, 201);
+    assert_eq!(
+        watermark().await,
+        moved,
+        "a counter that is not empty keeps it"
+    );
+    db.assert_counters_exact("after the holds").await;
+    db.drop().await;
+}
