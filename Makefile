@@ -39,7 +39,8 @@ dev: db ## serve the API on http://127.0.0.1:$(PORT) ($(CONCURRENCY) instances p
 db: ## create the database if missing, migrate it, seed demo slots when empty
 	cargo run --quiet -p devdb
 
-test: lint unit soak-short validate sam-build ## everything CI runs
+test: ## everything CI runs, each stage timed: lint unit soak-short validate sam-build
+	@bash scripts/stages.sh lint unit soak-short validate sam-build
 
 lint: ## formatting and clippy, warnings are errors
 	cargo fmt --all -- --check
