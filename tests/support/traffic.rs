@@ -204,7 +204,8 @@ impl Traffic {
         };
         let response = match request.send().await {
             Ok(response) => response,
-            Err(e) => return self.unanswered(&label, &e.to_string()),
+            // Debug form: reqwest's Display hides the cause (reset, refused…).
+            Err(e) => return self.unanswered(&label, &format!("{e:?}")),
         };
         let status = response.status().as_u16();
         let json = response
@@ -245,6 +246,8 @@ impl Traffic {
     }
 
     fn unanswered(&self, label: &str, error: &str) {
+        let at = chrono::Utc::now().format("%H:%M:%S");
+        let error = format!("at {at}: {error}");
         let mut tally = self.tally.lock().unwrap();
         tally.requests += 1;
         tally.unanswered += 1;
