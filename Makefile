@@ -60,7 +60,7 @@ soak: ## `make dev` under bursts of mixed traffic and idle gaps for SOAK_MINUTES
 soak-short: ## the soak for 2 minutes (part of `make test`)
 	$(MAKE) --no-print-directory soak SOAK_MINUTES=2
 
-validate: ## sam validate --lint and cfn-lint on template.yaml
+validate: ## sam validate --lint, cfn-lint and the dependency-graph check on template.yaml
 	bash scripts/validate-template.sh
 
 build: sam-build ## arm64 Lambda bootstraps (sam build → cargo lambda build), with their zipped sizes

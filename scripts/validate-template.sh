@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Validate the SAM template offline: `sam validate --lint` and `cfn-lint`.
+# Validate the SAM template offline: `sam validate --lint`, `cfn-lint` and
+# scripts/check-template-graph.py (the dependency graph the linters do not
+# check: the migrate custom resource's Delete path must outlive it).
 #
 # The tools live in a project-local virtualenv (.venv-sam at the repo root) so
 # the system Python stays untouched and every machine gets the same pinned
@@ -72,3 +74,6 @@ echo "+ cfn-lint --include-checks I $TEMPLATE"
 # (error 2, warning 4, informational 8 in the exit status) fails the run.
 "$VENV/bin/cfn-lint" --include-checks I --format parseable -- "$TEMPLATE"
 echo "validate: cfn-lint: no findings"
+
+echo "+ check-template-graph.py $TEMPLATE"
+"$VENV/bin/python" "$ROOT/scripts/check-template-graph.py" "$TEMPLATE"

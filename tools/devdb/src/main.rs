@@ -33,7 +33,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     server.close().await?;
 
     let mut conn = options.connect().await?;
-    shared::db::MIGRATOR.run(&mut conn).await?;
+    // The deployed runner: a half-applied migration is resumed, not Dirty.
+    let migrator = shared::migrate::migrator();
+    shared::migrate::runner::run(&mut conn, &migrator, std::time::Duration::from_secs(30)).await?;
     let slots: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM slots")
         .fetch_one(&mut conn)
         .await?;

@@ -5,9 +5,10 @@
 //! - `Create` / `Update`: connect (retrying with back-off for a bounded
 //!   time: a new RDS Proxy target or a resuming Aurora writer may refuse
 //!   connections for minutes), run [`MIGRATOR`](crate::db::MIGRATOR) with
-//!   `ignore_missing` (so an older binary brought back by a rollback still
-//!   succeeds), answer `SUCCESS`; on any failure answer `FAILED` with one
-//!   readable line and no secret.
+//!   [`runner`] (a bounded lock wait; a half-applied migration is resumed,
+//!   or left alone by an older release a rollback brings back, which also
+//!   ignores newer applied migrations), answer `SUCCESS`; on any failure
+//!   answer `FAILED` with one readable line and no secret.
 //! - `Delete`: touch nothing, answer `SUCCESS` (a stack operation never
 //!   drops data).
 //!
@@ -19,10 +20,13 @@ use crate::db;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sqlx::Connection;
-use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::mysql::MySqlConnectOptions;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
+
+pub mod runner;
+mod statements;
 
 /// One resource, one constant id: CloudFormation never sees a
 /// replacement, so it never sends a Delete for an "old" resource.
@@ -180,16 +184,24 @@ where
             Map::new(),
         ),
         "Create" | "Update" => match migrate(database, retry_budget).await {
-            Ok((applied, version)) => {
+            Ok((outcome, version)) => {
                 let mut data = Map::new();
                 data.insert("SchemaVersion".into(), version.to_string().into());
-                data.insert("Applied".into(), applied.to_string().into());
-                Response::new(
-                    request,
-                    Status::Success,
-                    &format!("applied {applied} migration(s); schema at version {version}"),
-                    data,
-                )
+                data.insert("Applied".into(), outcome.applied.to_string().into());
+                let mut reason = format!(
+                    "applied {} migration(s); schema at version {version}",
+                    outcome.applied
+                );
+                if !outcome.completed.is_empty() {
+                    reason.push_str(&format!("; completed interrupted {:?}", outcome.completed));
+                }
+                if !outcome.left_dirty.is_empty() {
+                    reason.push_str(&format!(
+                        "; newer incomplete {:?} left for the release that has them",
+                        outcome.left_dirty
+                    ));
+                }
+                Response::new(request, Status::Success, &reason, data)
             }
             Err(reason) => Response::new(request, Status::Failed, &reason, Map::new()),
         },
@@ -210,9 +222,11 @@ pub fn migrator() -> Migrator {
     migrator
 }
 
-/// Connects and migrates. `Ok((applied now, latest version))`, or one line
-/// saying what failed.
-async fn migrate<F>(database: F, retry_budget: Duration) -> Result<(usize, i64), String>
+/// Connects and migrates, waiting for the migration lock no longer than
+/// what is left of `retry_budget` (so the answer still goes out before
+/// Lambda's deadline). `Ok(what it did, latest version)`, or one line saying
+/// what failed.
+async fn migrate<F>(database: F, retry_budget: Duration) -> Result<(runner::Outcome, i64), String>
 where
     F: Future<Output = Result<MySqlConnectOptions, String>>,
 {
@@ -228,43 +242,11 @@ where
             )
         })?;
     let migrator = migrator();
-    let before = applied_versions(&mut conn).await;
-    let outcome = migrator.run(&mut conn).await;
-    let after = applied_versions(&mut conn).await;
+    let lock_wait = retry_budget.saturating_sub(started.elapsed());
+    let outcome = runner::run(&mut conn, &migrator, lock_wait).await;
     conn.close().await.ok();
-    outcome.map_err(|err| describe_migrate_error(&migrator, &err))?;
-    let applied = after.saturating_sub(before);
     let version = migrator.iter().map(|m| m.version).max().unwrap_or(0);
-    Ok((applied, version))
-}
-
-/// How many migrations the database has recorded (0 before the first run).
-async fn applied_versions(conn: &mut sqlx::MySqlConnection) -> usize {
-    sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
-        .fetch_one(conn)
-        .await
-        .map(|n| usize::try_from(n).unwrap_or(0))
-        .unwrap_or(0)
-}
-
-/// E.g. `migration 20261201000000 add slot labels failed: Duplicate column
-/// name 'label'`.
-fn describe_migrate_error(migrator: &Migrator, err: &MigrateError) -> String {
-    match err {
-        MigrateError::ExecuteMigration(source, version) => {
-            let name = migrator
-                .iter()
-                .find(|m| m.version == *version)
-                .map(|m| format!(" {}", m.description))
-                .unwrap_or_default();
-            let cause = match source.as_database_error() {
-                Some(db) => db.message().to_string(),
-                None => source.to_string(),
-            };
-            format!("migration {version}{name} failed: {cause}")
-        }
-        other => format!("migrations failed: {other}"),
-    }
+    Ok((outcome?, version))
 }
 
 /// PUTs the response to the pre-signed URL, a few times if S3 hiccups.
