@@ -120,8 +120,11 @@ impl Booking {
     /// Everything (the cache's waits, the database) before the deadline.
     pub async fn availability_json(&self) -> Result<Served, Error> {
         let deadline = self.deadline();
+        // The read inside keeps this very deadline, also when the caller set
+        // none (its default would otherwise start later, past the cut below).
+        let scoped = self.until(deadline.into_std());
         let compute = || async {
-            let slots = self.availability().await?;
+            let slots = scoped.availability().await?;
             serde_json::to_vec(&slots)
                 .map_err(|err| Error::Internal(sqlx::Error::Encode(Box::new(err))))
         };
