@@ -2,42 +2,16 @@
 //! its own execution environment (its own App and connection), all warmed
 //! up, then released together behind a barrier.
 
-use futures::future::join_all;
 use serde_json::Value;
 use shared::App;
 use shared::domain::SlotId;
 use shared::http;
 use slot_booking_tests::*;
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::Barrier;
 
 const CALLERS: usize = 20;
-
-/// Runs `call(i, app)` on every app at once, each on its own task, released
-/// together; returns the responses in caller order.
-async fn together<F, Fut>(apps: Vec<App>, call: F) -> Vec<(u16, Value)>
-where
-    F: Fn(usize, App) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = (u16, Value)> + Send,
-{
-    let barrier = Arc::new(Barrier::new(apps.len()));
-    let call = Arc::new(call);
-    let tasks = apps.into_iter().enumerate().map(|(i, app)| {
-        let (barrier, call) = (barrier.clone(), call.clone());
-        tokio::spawn(async move {
-            barrier.wait().await;
-            call(i, app).await
-        })
-    });
-    join_all(tasks)
-        .await
-        .into_iter()
-        .map(|r| r.expect("caller task"))
-        .collect()
-}
 
 fn tally(responses: &[(u16, Value)]) -> BTreeMap<u16, usize> {
     let mut counts = BTreeMap::new();

@@ -4,7 +4,6 @@
 //! planted bugs, and the real service's history under a randomized
 //! concurrent workload, which it must accept.
 
-use futures::future::join_all;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
@@ -18,26 +17,6 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Barrier;
-
-/// Runs `call(i, app)` for every app on its own task, released together.
-async fn together<F, Fut>(apps: Vec<App>, call: F)
-where
-    F: Fn(usize, App) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + Send,
-{
-    let barrier = Arc::new(Barrier::new(apps.len()));
-    let call = Arc::new(call);
-    let tasks = apps.into_iter().enumerate().map(|(i, app)| {
-        let (barrier, call) = (barrier.clone(), call.clone());
-        tokio::spawn(async move {
-            barrier.wait().await;
-            call(i, app).await
-        })
-    });
-    for done in join_all(tasks).await {
-        done.expect("caller task");
-    }
-}
 
 async fn real_hold(app: &App, slot: u64, key: &str) -> (u16, Value) {
     read(

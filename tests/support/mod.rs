@@ -226,6 +226,31 @@ impl TestDb {
     }
 }
 
+/// Runs `call(i, app)` on every app at once, each on its own task (its own
+/// execution environment), released together behind a barrier; returns
+/// the results in caller order.
+pub async fn together<T, F, Fut>(apps: Vec<App>, call: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(usize, App) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = T> + Send,
+{
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(apps.len()));
+    let call = std::sync::Arc::new(call);
+    let tasks = apps.into_iter().enumerate().map(|(i, app)| {
+        let (barrier, call) = (barrier.clone(), call.clone());
+        tokio::spawn(async move {
+            barrier.wait().await;
+            call(i, app).await
+        })
+    });
+    futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.expect("caller task"))
+        .collect()
+}
+
 /// Opens the app's connection, as a warm Lambda environment has it.
 pub async fn warm(app: &App) {
     sqlx::query("SELECT 1")
