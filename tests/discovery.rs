@@ -416,6 +416,7 @@ fn settings(database: DatabaseSource, cache: CacheSource) -> Settings {
         cache,
         cache_ttl: Duration::from_secs(10),
         hold_ttl: Duration::from_secs(300),
+        access: Default::default(),
     }
 }
 

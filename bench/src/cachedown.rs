@@ -72,6 +72,7 @@ async fn envs(bench: &Bench, url: &str) -> Result<Vec<App>, String> {
             redis_url: Some(url.to_string()),
             cache_ttl: Duration::from_secs(10),
             hold_ttl: Duration::from_secs(300),
+            access: Default::default(),
         })
         .map_err(|e| e.to_string())?;
         sqlx::query("SELECT 1")

@@ -147,6 +147,7 @@ impl Bench {
                 // inside one freshness window.
                 cache_ttl: Duration::from_secs(15),
                 hold_ttl: Duration::from_secs(300),
+                access: Default::default(),
             };
             let app = App::new(config).map_err(|e| e.to_string())?;
             let pool = app.booking.pool().clone();

@@ -51,7 +51,40 @@ pub struct Config {
     pub cache_ttl: Duration,
     /// How long a hold keeps its seat.
     pub hold_ttl: Duration,
+    pub access: Access,
 }
+
+/// Who may call the API and how fast (SPEC §8): `AUTH_MODE` and
+/// `RATE_LIMIT_PER_SECOND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    pub mode: AuthMode,
+    /// A client's sustained rate when its own is NULL; 0: unlimited.
+    pub rate_limit_per_second: u32,
+}
+
+impl Default for Access {
+    fn default() -> Self {
+        Self {
+            mode: AuthMode::ApiKey,
+            rate_limit_per_second: DEFAULT_RATE_LIMIT_PER_SECOND,
+        }
+    }
+}
+
+/// `AUTH_MODE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Every route needs a key (the default everywhere).
+    ApiKey,
+    /// The booking routes take requests without a key as the built-in
+    /// `anonymous` client; admin routes still need an admin key.
+    Open,
+}
+
+pub const DEFAULT_RATE_LIMIT_PER_SECOND: u32 = 20;
+/// The same bound as a client's own `rate_limit_per_second`.
+pub const MAX_RATE_LIMIT_PER_SECOND: u32 = 1_000_000;
 
 /// The environment, checked but not yet resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +93,7 @@ pub struct Settings {
     pub cache: CacheSource,
     pub cache_ttl: Duration,
     pub hold_ttl: Duration,
+    pub access: Access,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,11 +213,39 @@ impl Settings {
             1..=86_400,
             "an integer number of seconds from 1 to 86400",
         )?;
+        let mode = match lookup("AUTH_MODE").as_deref().map(str::trim) {
+            None | Some("") | Some("api-key") => AuthMode::ApiKey,
+            Some("open") => AuthMode::Open,
+            Some(other) => {
+                return Err(ConfigError {
+                    key: "AUTH_MODE",
+                    value: Some(other.to_string()),
+                    expected: "api-key (the default) or open",
+                });
+            }
+        };
+        let rate_limit_per_second = match non_empty("RATE_LIMIT_PER_SECOND") {
+            None => DEFAULT_RATE_LIMIT_PER_SECOND,
+            Some(raw) => match raw.trim().parse::<u32>() {
+                Ok(rate) if rate <= MAX_RATE_LIMIT_PER_SECOND => rate,
+                _ => {
+                    return Err(ConfigError {
+                        key: "RATE_LIMIT_PER_SECOND",
+                        value: Some(raw),
+                        expected: "an integer from 0 (unlimited) to 1000000",
+                    });
+                }
+            },
+        };
         Ok(Self {
             database,
             cache,
             cache_ttl,
             hold_ttl,
+            access: Access {
+                mode,
+                rate_limit_per_second,
+            },
         })
     }
 
@@ -210,6 +272,7 @@ impl Settings {
             redis_url,
             cache_ttl: self.cache_ttl,
             hold_ttl: self.hold_ttl,
+            access: self.access,
         })
     }
 
@@ -290,6 +353,7 @@ impl Settings {
                 redis_url,
                 cache_ttl: self.cache_ttl,
                 hold_ttl: self.hold_ttl,
+                access: self.access,
             },
             database_password,
         })
@@ -477,6 +541,31 @@ mod tests {
         assert_eq!(settings.cache_ttl, Duration::from_secs(10));
         assert_eq!(settings.hold_ttl, Duration::from_secs(300));
         assert!(!settings.needs_aws());
+    }
+
+    #[test]
+    fn keys_are_required_unless_open_mode_is_asked_for_by_name() {
+        let access = |vars: &[(&str, &str)]| settings(vars).map(|s| s.access);
+        assert_eq!(access(&[]).unwrap(), Access::default());
+        assert_eq!(Access::default().mode, AuthMode::ApiKey);
+        assert_eq!(Access::default().rate_limit_per_second, 20);
+        assert_eq!(
+            access(&[("AUTH_MODE", "open")]).unwrap().mode,
+            AuthMode::Open
+        );
+        assert_eq!(
+            access(&[("AUTH_MODE", "api-key")]).unwrap().mode,
+            AuthMode::ApiKey
+        );
+        for bad in ["Open", "none", "apikey", "off"] {
+            assert_eq!(access(&[("AUTH_MODE", bad)]).unwrap_err().key, "AUTH_MODE");
+        }
+        let rate = |raw| access(&[("RATE_LIMIT_PER_SECOND", raw)]);
+        assert_eq!(rate("0").unwrap().rate_limit_per_second, 0);
+        assert_eq!(rate("5").unwrap().rate_limit_per_second, 5);
+        for bad in ["-1", "2.5", "x", "1000001"] {
+            assert_eq!(rate(bad).unwrap_err().key, "RATE_LIMIT_PER_SECOND");
+        }
     }
 
     #[test]

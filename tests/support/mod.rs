@@ -19,6 +19,7 @@ pub mod watch;
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;
 use shared::cache::{AvailabilityCache, CacheSettings, Keys};
+use shared::config::{Access, AuthMode};
 use shared::domain::{IdempotencyKey, SlotId};
 use shared::{App, Config};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
@@ -113,6 +114,12 @@ impl TestDb {
             redis_url: None,
             cache_ttl: Duration::from_secs(10),
             hold_ttl,
+            // Part I's anonymous API: the seed's tests run in `open` mode
+            // (tests/auth.rs covers `api-key`).
+            access: Access {
+                mode: AuthMode::Open,
+                ..Access::default()
+            },
         }
     }
 
