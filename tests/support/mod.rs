@@ -101,7 +101,7 @@ impl TestDb {
         let pool = shared::db::connect_lazy(&self.url, 1).expect("pool");
         let cache = AvailabilityCache::new(redis_url, &self.name, settings).expect("cache client");
         let booking = shared::Booking::new(pool, config.hold_ttl, Some(cache));
-        App { config, booking }
+        App::assemble(config, booking)
     }
 
     pub fn cache_keys(&self) -> Keys {
