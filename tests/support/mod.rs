@@ -5,6 +5,7 @@
 pub mod answers;
 pub mod counters;
 pub mod history;
+pub mod keys;
 pub mod locks;
 pub mod planted;
 pub mod private_mariadb;
