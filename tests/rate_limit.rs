@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// cache hit's one-script path) and holds (the separate check).
 async fn send(app: &App, client: &TestClient, i: usize, slot: u64) -> (u16, Option<u64>) {
     let bearer = Some(client.bearer());
-    let response: Response<Body> = if i % 2 == 0 {
+    let response: Response<Body> = if i.is_multiple_of(2) {
         http::availability(app, authorized(availability_request(), bearer.as_deref())).await
     } else {
         let request: Request = hold_request(&slot.to_string(), Some(new_key().as_str()));
