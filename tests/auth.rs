@@ -478,16 +478,20 @@ async fn open_mode_takes_requests_without_a_key_as_anonymous_but_still_checks_ke
         .0,
         200
     );
-    // Revoking anonymous closes open mode, within the look-up lifetime
-    // (a fresh environment at once).
-    sqlx::query("UPDATE api_clients SET revoked_at = UTC_TIMESTAMP(6) WHERE id = 1")
-        .execute(&db.admin)
-        .await
-        .unwrap();
-    let fresh = db.app_in(AuthMode::Open, 5);
-    assert_eq!(
-        call(&fresh, "availability", availability_request()).await.0,
-        401
-    );
+    // anonymous has no key to revoke: open mode is AUTH_MODE's to close.
+    let revoke = clients_request(Method::DELETE, "/clients/1", Some("1"), None);
+    let (status, _, body) = call(
+        &app,
+        "revoke",
+        authorized(revoke, Some(&callers.admin.bearer())),
+    )
+    .await;
+    assert_eq!((status, reason(&body).as_str()), (403, "forbidden"));
+    let revoked: Option<String> =
+        sqlx::query_scalar("SELECT CAST(revoked_at AS CHAR) FROM api_clients WHERE id = 1")
+            .fetch_one(&db.admin)
+            .await
+            .unwrap();
+    assert_eq!(revoked, None);
     db.drop().await;
 }

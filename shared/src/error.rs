@@ -48,6 +48,9 @@ pub enum Error {
     NameTaken(String),
     #[error("client {0} is the last active admin")]
     LastAdmin(ClientId),
+    /// `anonymous` is part of `open` mode, not a client with a key.
+    #[error("client {0} is built in")]
+    BuiltInClient(ClientId),
     /// The database cannot be reached, or a lock wait / deadlock outlived
     /// the retries. Nothing was written; the request is safe to retry.
     #[error("database unavailable: {0}")]
@@ -75,7 +78,7 @@ impl Error {
             Self::IdempotencyKeyReuse { .. } => "idempotency_key_reuse",
             Self::Validation(_) => "validation_failed",
             Self::Unauthenticated(_) => "unauthenticated",
-            Self::Forbidden => "forbidden",
+            Self::Forbidden | Self::BuiltInClient(_) => "forbidden",
             Self::RateLimited { .. } => "rate_limited",
             Self::NameTaken(_) => "name_taken",
             Self::LastAdmin(_) => "last_admin",
@@ -97,7 +100,7 @@ impl Error {
             | Self::NameTaken(_)
             | Self::LastAdmin(_) => 409,
             Self::Unauthenticated(_) => 401,
-            Self::Forbidden => 403,
+            Self::Forbidden | Self::BuiltInClient(_) => 403,
             Self::RateLimited { .. } => 429,
             Self::IdempotencyKeyReuse { .. } | Self::Validation(_) => 422,
             Self::Unavailable(_) => 503,
@@ -124,6 +127,10 @@ impl Error {
                 format!("Too many requests for this client; retry after {retry_after} s.")
             }
             Self::ClientNotFound(id) => format!("Client {id} does not exist."),
+            Self::BuiltInClient(id) => format!(
+                "Client {id} is the built-in anonymous client and cannot be revoked; \
+                 AUTH_MODE=api-key turns open mode off."
+            ),
             Self::NameTaken(name) => format!("A client named {name:?} already exists."),
             Self::LastAdmin(id) => format!(
                 "Client {id} is the last active admin; create another admin before revoking it."

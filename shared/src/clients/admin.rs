@@ -2,7 +2,7 @@
 //! known key (the deploy's bootstrap admin, `make dev`'s clients).
 
 use super::key::ApiKey;
-use super::{Client, ClientId, Role};
+use super::{ANONYMOUS, Client, ClientId, Role};
 use crate::config::MAX_RATE_LIMIT_PER_SECOND;
 use crate::db;
 use crate::error::{Error, FieldErrors};
@@ -199,6 +199,10 @@ async fn revoke_once(conn: &mut MySqlConnection, id: ClientId) -> Result<Client,
     let target = find(&mut tx, id, " FOR UPDATE").await?;
     if target.revoked_at.is_some() {
         return Ok(target);
+    }
+    if id == ANONYMOUS {
+        // It has no key to revoke; `open` mode is closed by AUTH_MODE.
+        return Err(Error::BuiltInClient(id));
     }
     if target.role == Role::Admin && admins.len() <= 1 {
         return Err(Error::LastAdmin(id));

@@ -8,7 +8,7 @@
 //! was sent, so an entry never outlives a revocation by more than that.
 
 use super::key::{ApiKey, KeyHash};
-use super::{ANONYMOUS, Caller, ClientId, Role};
+use super::{Caller, ClientId, Role};
 use crate::cache::{Admission, AvailabilityCache};
 use crate::config::{Access, AuthMode};
 use crate::db;
@@ -39,21 +39,11 @@ pub struct Gate {
 /// The cached look-ups of one environment.
 #[derive(Default)]
 struct Known {
-    entries: HashMap<Who, (Caller, Instant)>,
+    entries: HashMap<KeyHash, (Caller, Instant)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Who {
-    Key(KeyHash),
-    Anonymous,
-}
-
-/// A key look-up. `anonymous` is looked up too (by id), so revoking it
-/// closes `open` mode without a deploy.
 const FIND_BY_KEY_HASH: &str = "SELECT id, role, rate_limit_per_second, revoked_at IS NOT NULL \
      FROM api_clients WHERE key_hash = ?";
-const FIND_ANONYMOUS: &str = "SELECT id, role, rate_limit_per_second, revoked_at IS NOT NULL \
-     FROM api_clients WHERE id = ?";
 
 type ClientRow = (u64, String, Option<u32>, bool);
 
@@ -108,14 +98,19 @@ impl Gate {
         needs: Needs,
         deadline: tokio::time::Instant,
     ) -> Result<Caller, Error> {
-        let who = match bearer(authorization)? {
-            Some(key) => Who::Key(key.hash()),
-            None if needs == Needs::Booker && self.access.mode == AuthMode::Open => Who::Anonymous,
+        let hash = match bearer(authorization)? {
+            Some(key) => key.hash(),
+            // The seed's anonymous API: nothing to look up (a request
+            // without a key costs no round trip, as before clients), and
+            // not limited.
+            None if needs == Needs::Booker && self.access.mode == AuthMode::Open => {
+                return Ok(Caller::anonymous());
+            }
             None => return Err(Error::Unauthenticated(Unauthenticated::Missing)),
         };
-        let caller = match self.cached(&who) {
+        let caller = match self.cached(&hash) {
             Some(caller) => caller,
-            None => self.look_up(who, deadline).await?,
+            None => self.look_up(hash, deadline).await?,
         };
         if needs == Needs::Admin && caller.role != Role::Admin {
             return Err(Error::Forbidden);
@@ -123,21 +118,23 @@ impl Gate {
         Ok(caller)
     }
 
-    fn cached(&self, who: &Who) -> Option<Caller> {
+    fn cached(&self, hash: &KeyHash) -> Option<Caller> {
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        let (caller, at) = known.entries.get(who)?;
+        let (caller, at) = known.entries.get(hash)?;
         (at.elapsed() < Self::LOOKUP_LIFETIME).then_some(*caller)
     }
 
-    async fn look_up(&self, who: Who, deadline: tokio::time::Instant) -> Result<Caller, Error> {
+    async fn look_up(
+        &self,
+        hash: KeyHash,
+        deadline: tokio::time::Instant,
+    ) -> Result<Caller, Error> {
         let asked_at = Instant::now();
         let row: Option<ClientRow> = db::transact!(&self.pool, "key look-up", deadline, |conn| {
-            Ok(match &who {
-                Who::Key(hash) => sqlx::query_as(FIND_BY_KEY_HASH).bind(hash.as_str()),
-                Who::Anonymous => sqlx::query_as(FIND_ANONYMOUS).bind(ANONYMOUS.0),
-            }
-            .fetch_optional(&mut *conn)
-            .await?)
+            Ok(sqlx::query_as(FIND_BY_KEY_HASH)
+                .bind(hash.as_str())
+                .fetch_optional(&mut *conn)
+                .await?)
         })?;
         // Unknown and revoked answer alike.
         let Some((id, role, rate, _)) = row.filter(|(.., revoked)| !revoked) else {
@@ -160,7 +157,7 @@ impl Gate {
                 known.entries.clear();
             }
         }
-        known.entries.insert(who, (caller, asked_at));
+        known.entries.insert(hash, (caller, asked_at));
         Ok(caller)
     }
 
