@@ -48,7 +48,7 @@ lint: ## formatting and clippy, warnings are errors
 
 unit: ## the whole test suite against the real MariaDB and Redis
 	mkdir -p target
-	$(WITH_CARGO_LAMBDA) cargo test --workspace 2>&1 | tee target/test-output.log
+	$(WITH_CARGO_LAMBDA) cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.log
 	@# One closing line for the whole suite (cargo prints one per binary).
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } \
 		END { printf "tests: %d passed, %d failed\n", passed, failed }' \
