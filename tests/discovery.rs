@@ -417,6 +417,7 @@ fn settings(database: DatabaseSource, cache: CacheSource) -> Settings {
         cache_ttl: Duration::from_secs(10),
         hold_ttl: Duration::from_secs(300),
         access: Default::default(),
+        cache_namespace: "slot_booking".into(),
     }
 }
 

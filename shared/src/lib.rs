@@ -55,7 +55,7 @@ impl App {
             Some(url) => Some(
                 AvailabilityCache::new(
                     url,
-                    &config.database_name(),
+                    &config.cache_namespace,
                     CacheSettings::new(config.cache_ttl),
                 )
                 .map_err(|err| {
@@ -80,6 +80,7 @@ impl App {
         tracing::info!(
             database = %config::redact_url(&app.config.database_url),
             cache = app.config.redis_url.as_deref().map(config::redact_url).as_deref().unwrap_or("off"),
+            cache_namespace = %app.config.cache_namespace,
             cache_ttl_s = app.config.cache_ttl.as_secs(),
             hold_ttl_s = app.config.hold_ttl.as_secs(),
             "configuration ready"

@@ -120,6 +120,8 @@ impl TestDb {
                 mode: AuthMode::Open,
                 ..Access::default()
             },
+            // What Settings gives without CACHE_NAMESPACE: cache_keys().
+            cache_namespace: self.name.clone(),
         }
     }
 

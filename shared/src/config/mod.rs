@@ -30,6 +30,10 @@
 //!
 //! An empty variable counts as unset everywhere except `REDIS_URL`, where
 //! empty explicitly turns the cache off (unless `CACHE_NAME` names one).
+//!
+//! `CACHE_NAMESPACE` (the template: the stack's name) goes in front of the
+//! database's name in every cache key: `<namespace>:<database>`; unset, the
+//! database's name alone.
 
 mod error;
 mod resolve;
@@ -60,6 +64,10 @@ pub struct Config {
     /// How long a hold keeps its seat.
     pub hold_ttl: Duration,
     pub access: Access,
+    /// What the cache's keys are namespaced by, so that stacks and stages
+    /// sharing one cache never read each other's figures:
+    /// `<CACHE_NAMESPACE>:<database>`, or the database's name alone.
+    pub cache_namespace: String,
 }
 
 /// Who may call the API and how fast (SPEC §8): `AUTH_MODE` and
@@ -95,14 +103,17 @@ pub const DEFAULT_RATE_LIMIT_PER_SECOND: u32 = 20;
 pub const MAX_RATE_LIMIT_PER_SECOND: u32 = 1_000_000;
 
 impl Config {
-    /// The database's name: the cache's namespace, so that stages sharing
-    /// one cache never read each other's figures.
+    /// The database's name (the last path segment of `database_url`).
     pub fn database_name(&self) -> String {
-        let path = self
-            .database_url
-            .rsplit_once('/')
-            .map(|(_, tail)| tail)
-            .unwrap_or_default();
-        path.split('?').next().unwrap_or_default().to_string()
+        database_in_url(&self.database_url)
     }
+}
+
+/// The last path segment of a `mysql://` URL, without its query.
+pub(crate) fn database_in_url(url: &str) -> String {
+    let path = url
+        .rsplit_once('/')
+        .map(|(_, tail)| tail)
+        .unwrap_or_default();
+    path.split('?').next().unwrap_or_default().to_string()
 }

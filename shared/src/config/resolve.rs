@@ -77,6 +77,7 @@ impl Settings {
                 cache_ttl: self.cache_ttl,
                 hold_ttl: self.hold_ttl,
                 access: self.access,
+                cache_namespace: self.cache_namespace,
             },
             database_password,
         })

@@ -4,7 +4,7 @@
 use super::error::{ConfigError, redact_url};
 use super::{
     Access, AuthMode, Config, DEFAULT_DATABASE_URL, DEFAULT_DB_PORT, DEFAULT_RATE_LIMIT_PER_SECOND,
-    DEFAULT_REDIS_URL, MAX_RATE_LIMIT_PER_SECOND,
+    DEFAULT_REDIS_URL, MAX_RATE_LIMIT_PER_SECOND, database_in_url,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use std::time::Duration;
@@ -17,6 +17,8 @@ pub struct Settings {
     pub cache_ttl: Duration,
     pub hold_ttl: Duration,
     pub access: Access,
+    /// See [`Config::cache_namespace`].
+    pub cache_namespace: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +91,7 @@ impl Settings {
                 None => DatabaseSource::Url(DEFAULT_DATABASE_URL.into()),
             },
         };
+        let cache_namespace = cache_namespace(non_empty("CACHE_NAMESPACE"), &database)?;
         let cache = match lookup("REDIS_URL") {
             Some(url) if !url.is_empty() => CacheSource::Url(check_redis_url(url)?),
             set_empty => match non_empty("CACHE_NAME") {
@@ -144,6 +147,7 @@ impl Settings {
                 mode,
                 rate_limit_per_second,
             },
+            cache_namespace,
         })
     }
 
@@ -171,6 +175,7 @@ impl Settings {
             cache_ttl: self.cache_ttl,
             hold_ttl: self.hold_ttl,
             access: self.access,
+            cache_namespace: self.cache_namespace,
         })
     }
 
@@ -203,6 +208,35 @@ fn check_redis_url(url: String) -> Result<String, ConfigError> {
             expected: "a redis:// or rediss:// URL, or empty to disable the cache",
         })
     }
+}
+
+/// `<CACHE_NAMESPACE>:<database>`, or the database's name alone. The
+/// prefix is a CloudFormation stack name or alike: letters, digits and
+/// `-_.`, nothing that could break a key's `{hash tag}` or its `:` fields.
+fn cache_namespace(
+    prefix: Option<String>,
+    database: &DatabaseSource,
+) -> Result<String, ConfigError> {
+    let database = match database {
+        DatabaseSource::Url(url) => database_in_url(url),
+        DatabaseSource::Proxy(proxy) => proxy.name.clone(),
+    };
+    let Some(prefix) = prefix else {
+        return Ok(database);
+    };
+    let valid = prefix.len() <= 128
+        && prefix.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !valid {
+        return Err(ConfigError {
+            key: "CACHE_NAMESPACE",
+            value: Some(prefix),
+            expected: "1 to 128 letters, digits, '-', '_' or '.', starting with a letter or digit",
+        });
+    }
+    Ok(format!("{prefix}:{database}"))
 }
 
 fn proxy_database(

@@ -262,3 +262,47 @@ fn local_tools_refuse_rds_proxy_mode() {
     assert_eq!(local.database_name(), "db");
     assert_eq!(local.redis_url.as_deref(), Some(DEFAULT_REDIS_URL));
 }
+
+#[test]
+fn the_cache_namespace_puts_the_stack_in_front_of_the_database() {
+    let namespace = |vars: &[(&str, &str)]| settings(vars).map(|s| s.cache_namespace);
+    // Locally, and in every test: the database's name, as before.
+    assert_eq!(namespace(&[]).unwrap(), "slot_booking");
+    assert_eq!(
+        namespace(&[("DATABASE_URL", "mysql://root@h:3306/sb_test_1?x=y")]).unwrap(),
+        "sb_test_1"
+    );
+    assert_eq!(
+        namespace(&[("CACHE_NAMESPACE", "")]).unwrap(),
+        "slot_booking"
+    );
+    // The template: the stack's name, then DB_NAME (two stacks on one
+    // cache, or two stages with one database name, never share a key).
+    assert_eq!(
+        namespace(&aws_with("CACHE_NAMESPACE", "sb-prod")).unwrap(),
+        "sb-prod:slot_booking"
+    );
+    assert_eq!(
+        namespace(&aws_with("CACHE_NAMESPACE", "Sb-Stage.2_x")).unwrap(),
+        "Sb-Stage.2_x:slot_booking"
+    );
+    let long = "a".repeat(129);
+    for bad in [
+        "{sb}",
+        "sb prod",
+        "sb:prod",
+        "-sb",
+        "sb/x",
+        "é",
+        long.as_str(),
+    ] {
+        let err = settings(&[("CACHE_NAMESPACE", bad)]).unwrap_err();
+        assert_eq!(err.key, "CACHE_NAMESPACE", "{bad}");
+    }
+    // It reaches the resolved configuration.
+    let local = settings(&[("CACHE_NAMESPACE", "sb")])
+        .unwrap()
+        .local()
+        .unwrap();
+    assert_eq!(local.cache_namespace, "sb:slot_booking");
+}
