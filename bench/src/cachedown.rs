@@ -74,6 +74,7 @@ async fn envs(bench: &Bench, url: &str) -> Result<Vec<App>, String> {
             hold_ttl: Duration::from_secs(300),
             access: Default::default(),
             cache_namespace: bench.name.clone(),
+            cache_user: None,
         })
         .map_err(|e| e.to_string())?;
         sqlx::query("SELECT 1")

@@ -31,6 +31,11 @@
 //! An empty variable counts as unset everywhere except `REDIS_URL`, where
 //! empty explicitly turns the cache off (unless `CACHE_NAME` names one).
 //!
+//! The cache's user: `CACHE_USER` with `CACHE_SECRET_ARN` (JSON with
+//! `password`), both or neither; with them, `AUTH` as that user over TLS
+//! only (an explicit `REDIS_URL` must then be `rediss://`). A secret that
+//! cannot be read leaves the cache off, with a warning.
+//!
 //! `CACHE_NAMESPACE` (the template: the stack's name) goes in front of the
 //! database's name in every cache key: `<namespace>:<database>`; unset, the
 //! database's name alone.
@@ -44,7 +49,7 @@ mod tests;
 pub use crate::secret::Secret;
 pub use error::{ConfigError, redact_url};
 pub use resolve::Resolved;
-pub use settings::{CacheSource, DatabaseSource, ProxyDatabase, Settings};
+pub use settings::{CacheSource, CacheUser, DatabaseSource, ProxyDatabase, Settings};
 use std::time::Duration;
 
 pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/slot_booking";
@@ -68,6 +73,9 @@ pub struct Config {
     /// sharing one cache never read each other's figures:
     /// `<CACHE_NAMESPACE>:<database>`, or the database's name alone.
     pub cache_namespace: String,
+    /// The cache user (`CACHE_USER`) when the cache is reached as one; its
+    /// password travels separately, like the database's.
+    pub cache_user: Option<String>,
 }
 
 /// Who may call the API and how fast (SPEC §8): `AUTH_MODE` and

@@ -19,6 +19,17 @@ pub struct Settings {
     pub access: Access,
     /// See [`Config::cache_namespace`].
     pub cache_namespace: String,
+    /// `CACHE_USER` and `CACHE_SECRET_ARN`: the access-controlled user the
+    /// cache is reached as; `None`: no `AUTH` (local Redis).
+    pub cache_user: Option<CacheUser>,
+}
+
+/// The cache's user; its password is in Secrets Manager (JSON with
+/// `password`), read at cold start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheUser {
+    pub name: String,
+    pub secret_arn: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +111,7 @@ impl Settings {
                 None => CacheSource::Url(DEFAULT_REDIS_URL.into()),
             },
         };
+        let cache_user = cache_user(&non_empty, &cache)?;
         let cache_ttl = seconds(
             &lookup,
             "SLOT_AVAILABILITY_CACHE_TTL",
@@ -148,12 +160,13 @@ impl Settings {
                 rate_limit_per_second,
             },
             cache_namespace,
+            cache_user,
         })
     }
 
     /// The configuration without any AWS call: RDS Proxy mode is refused
-    /// (its password is in Secrets Manager), and a cache known only by name
-    /// counts as off.
+    /// (its password is in Secrets Manager), and a cache known only by name,
+    /// or reached as a user (its password is there too), counts as off.
     pub fn local(self) -> Result<Config, ConfigError> {
         let database_url = match self.database {
             DatabaseSource::Url(url) => url,
@@ -166,8 +179,8 @@ impl Settings {
             }
         };
         let redis_url = match self.cache {
-            CacheSource::Url(url) => Some(url),
-            CacheSource::Discover(_) | CacheSource::Off => None,
+            CacheSource::Url(url) if self.cache_user.is_none() => Some(url),
+            CacheSource::Url(_) | CacheSource::Discover(_) | CacheSource::Off => None,
         };
         Ok(Config {
             database_url,
@@ -176,13 +189,15 @@ impl Settings {
             hold_ttl: self.hold_ttl,
             access: self.access,
             cache_namespace: self.cache_namespace,
+            cache_user: None,
         })
     }
 
-    /// True when resolving needs an AWS API (secret or cache discovery).
+    /// True when resolving needs an AWS API (a secret or cache discovery).
     pub fn needs_aws(&self) -> bool {
         matches!(self.database, DatabaseSource::Proxy(_))
             || matches!(self.cache, CacheSource::Discover(_))
+            || (self.cache_user.is_some() && self.cache != CacheSource::Off)
     }
 }
 
@@ -208,6 +223,43 @@ fn check_redis_url(url: String) -> Result<String, ConfigError> {
             expected: "a redis:// or rediss:// URL, or empty to disable the cache",
         })
     }
+}
+
+/// `CACHE_USER` and `CACHE_SECRET_ARN`, both or neither. A user's password
+/// never travels in plaintext: with one, an explicit `REDIS_URL` must be
+/// `rediss://` (discovery only ever yields `rediss://`).
+fn cache_user(
+    non_empty: &impl Fn(&str) -> Option<String>,
+    cache: &CacheSource,
+) -> Result<Option<CacheUser>, ConfigError> {
+    let user = match (non_empty("CACHE_USER"), non_empty("CACHE_SECRET_ARN")) {
+        (None, None) => return Ok(None),
+        (Some(name), Some(secret_arn)) => CacheUser { name, secret_arn },
+        (None, Some(_)) => {
+            return Err(ConfigError {
+                key: "CACHE_USER",
+                value: None,
+                expected: "required when CACHE_SECRET_ARN is set",
+            });
+        }
+        (Some(_), None) => {
+            return Err(ConfigError {
+                key: "CACHE_SECRET_ARN",
+                value: None,
+                expected: "required when CACHE_USER is set",
+            });
+        }
+    };
+    if let CacheSource::Url(url) = cache
+        && !url.starts_with("rediss://")
+    {
+        return Err(ConfigError {
+            key: "REDIS_URL",
+            value: Some(redact_url(url)),
+            expected: "a rediss:// (TLS) URL when CACHE_USER is set: a password never travels in plaintext",
+        });
+    }
+    Ok(Some(user))
 }
 
 /// `<CACHE_NAMESPACE>:<database>`, or the database's name alone. The

@@ -306,3 +306,59 @@ fn the_cache_namespace_puts_the_stack_in_front_of_the_database() {
         .unwrap();
     assert_eq!(local.cache_namespace, "sb:slot_booking");
 }
+
+#[test]
+fn a_cache_user_needs_its_secret_and_tls() {
+    const ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sb-cache-AbCdEf";
+    let url = "rediss://sb-cache.serverless.euw1.cache.amazonaws.com:6379";
+    let with_user = settings(&[
+        ("REDIS_URL", url),
+        ("CACHE_USER", "sb-app"),
+        ("CACHE_SECRET_ARN", ARN),
+    ])
+    .unwrap();
+    assert_eq!(
+        with_user.cache_user,
+        Some(CacheUser {
+            name: "sb-app".into(),
+            secret_arn: ARN.into()
+        })
+    );
+    // Its password is in Secrets Manager: resolving needs AWS, and a local
+    // configuration has no cache rather than a cache without its password.
+    assert!(with_user.needs_aws());
+    let local = with_user.local().unwrap();
+    assert_eq!((local.redis_url, local.cache_user), (None, None));
+
+    // Both or neither.
+    let err = settings(&[("CACHE_USER", "sb-app")]).unwrap_err();
+    assert_eq!(err.key, "CACHE_SECRET_ARN");
+    let err = settings(&[("CACHE_SECRET_ARN", ARN), ("CACHE_USER", "")]).unwrap_err();
+    assert_eq!(err.key, "CACHE_USER");
+
+    // Never a password over plaintext.
+    let err = settings(&[
+        ("REDIS_URL", "redis://sb-cache.example:6379"),
+        ("CACHE_USER", "sb-app"),
+        ("CACHE_SECRET_ARN", ARN),
+    ])
+    .unwrap_err();
+    assert_eq!(err.key, "REDIS_URL");
+    assert!(err.to_string().contains("rediss://"), "{err}");
+
+    // Discovery (always rediss://) and an unused cache take a user too.
+    let discover = settings(&aws_with("CACHE_USER", "sb-app"))
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(discover.key, "CACHE_SECRET_ARN");
+    let mut vars = aws_with("CACHE_USER", "sb-app");
+    vars.push(("CACHE_SECRET_ARN", ARN));
+    assert!(settings(&vars).unwrap().cache_user.is_some());
+    let off = settings(&[
+        ("REDIS_URL", ""),
+        ("CACHE_USER", "sb-app"),
+        ("CACHE_SECRET_ARN", ARN),
+    ])
+    .unwrap();
+    assert!(!off.needs_aws(), "no cache: no secret to read");
+}
