@@ -16,6 +16,7 @@ async fn serve(db: &TestDb) -> Watch {
         emulator_timeout_secs: None,
         release: false,
         log_prefix: "e2e-watch",
+        auth_mode: "open",
     })
     .await
     .expect("cargo lambda watch")

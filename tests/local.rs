@@ -18,6 +18,7 @@ async fn serve(db: &TestDb, concurrency: u32, emulator_timeout_secs: Option<u32>
         emulator_timeout_secs,
         release: false,
         log_prefix: "local-watch",
+        auth_mode: "open",
     })
     .await
     .expect("cargo lambda watch")

@@ -17,6 +17,7 @@ use crate::report::Row;
 use crate::scenarios::{Timing, refused};
 use crate::setup::{Bench, ROOMY};
 use serde_json::json;
+use shared::clients::Caller;
 use shared::domain::HoldId;
 use shared::{App, Booking, Config};
 use std::sync::Arc;
@@ -183,7 +184,7 @@ fn reads(
             } else {
                 client
             }];
-            let served = booking.availability_json().await;
+            let served = booking.availability_json(None).await;
             served
                 .map(|s| Outcome::Done(s.status.as_str()))
                 .map_err(|e| e.to_string())
@@ -216,9 +217,15 @@ fn writes(
                 client
             }];
             let done = if turn.is_multiple_of(2) {
-                booking.confirm(HoldId(hold)).await.map(|_| "confirm 200")
+                booking
+                    .confirm(&Caller::anonymous(), HoldId(hold))
+                    .await
+                    .map(|_| "confirm 200")
             } else {
-                booking.cancel(HoldId(hold)).await.map(|_| "cancel 200")
+                booking
+                    .cancel(&Caller::anonymous(), HoldId(hold))
+                    .await
+                    .map(|_| "cancel 200")
             };
             done.map(Outcome::Done).or_else(|err| refused(&err))
         })

@@ -166,7 +166,7 @@ pub async fn run(bench: &Bench, env: &Env, emit: &mut dyn FnMut(Row)) -> Result<
             if mode == "hit" {
                 env.app
                     .booking
-                    .availability_json()
+                    .availability_json(None)
                     .await
                     .map_err(|e| e.to_string())?;
             }

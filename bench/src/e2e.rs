@@ -28,6 +28,7 @@ async fn serve(bench: &Bench, release: bool) -> Result<Watch, String> {
         emulator_timeout_secs: None,
         release,
         log_prefix: "bench-watch",
+        auth_mode: "open",
     })
     .await
 }

@@ -24,9 +24,14 @@ use sqlx::{MySqlConnection, MySqlPool};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
 
+/// The owner of the raw sequences' holds: the service's are the caller's,
+/// and the bench's service callers are `anonymous` too.
+const CLIENT: u64 = shared::clients::ANONYMOUS.0;
+
 /// The hold resource's columns, decoded into the same types the service
 /// decodes them into.
 type HoldRow = (
+    u64,
     u64,
     u64,
     String,
@@ -40,6 +45,7 @@ type HoldRow = (
 
 /// [`HoldRow`] and `expires_at <= now`.
 type HoldRowExpired = (
+    u64,
     u64,
     u64,
     String,
@@ -57,6 +63,7 @@ type HoldRowExpired = (
 /// counter says full), the insert, the read of the new hold, COMMIT.
 pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Result<Outcome> {
     let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(Booking::HOLD_PRECHECK)
+        .bind(CLIENT)
         .bind(key)
         .bind(slot)
         .fetch_one(pool)
@@ -101,6 +108,7 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
     }
     let id = sqlx::query(Booking::HOLD_INSERT)
         .bind(slot)
+        .bind(CLIENT)
         .bind(key)
         .bind(ttl_micros)
         .execute(&mut *tx)
@@ -150,7 +158,7 @@ pub async fn confirm(
         .bind(hold)
         .fetch_one(pool)
         .await?;
-    if row.3 != "held" || row.9 {
+    if row.4 != "held" || row.10 {
         return Ok(Outcome::Done("409"));
     }
     let slot = row.1;
@@ -163,7 +171,7 @@ pub async fn confirm(
         .bind(hold)
         .fetch_one(&mut *tx)
         .await?;
-    if row.3 != "held" || row.9 {
+    if row.4 != "held" || row.10 {
         return Ok(Outcome::Done("409"));
     }
     let consumed = sqlx::query(Booking::CONFIRM_CONSUME)
@@ -198,6 +206,7 @@ pub async fn confirm(
 /// the lock), the insert, COMMIT.
 pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Result<Outcome> {
     let found: Option<HoldRow> = sqlx::query_as(FIND_BY_KEY)
+        .bind(CLIENT)
         .bind(key)
         .fetch_optional(pool)
         .await?;
@@ -225,6 +234,7 @@ pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) 
         return Ok(Outcome::Done("404"));
     };
     let again: Option<HoldRow> = sqlx::query_as(FIND_BY_KEY)
+        .bind(CLIENT)
         .bind(key)
         .fetch_optional(&mut *tx)
         .await?;
@@ -242,6 +252,7 @@ pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) 
     }
     sqlx::query(Booking::HOLD_INSERT)
         .bind(slot)
+        .bind(CLIENT)
         .bind(key)
         .bind(ttl_micros)
         .execute(&mut *tx)

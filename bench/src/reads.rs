@@ -90,7 +90,7 @@ pub async fn projections(
                     let served = env
                         .app
                         .booking
-                        .availability_json()
+                        .availability_json(None)
                         .await
                         .map_err(|e| e.to_string())?;
                     Ok(Outcome::Timed(served.status.as_str(), started.elapsed()))
@@ -128,7 +128,7 @@ async fn hits(
             move |client: usize| {
                 let envs = envs.clone();
                 async move {
-                    let served = envs[client].app.booking.availability_json().await;
+                    let served = envs[client].app.booking.availability_json(None).await;
                     served
                         .map(|s| Outcome::Done(s.status.as_str()))
                         .map_err(|e| e.to_string())
@@ -155,7 +155,7 @@ async fn hits(
             envs[0]
                 .app
                 .booking
-                .availability_json()
+                .availability_json(None)
                 .await
                 .map_err(|e| e.to_string())?;
             let mut redis = envs[0].redis.clone();

@@ -12,6 +12,7 @@ use crate::raw;
 use crate::report::Row;
 use crate::setup::{Bench, Env, ROOMY};
 use serde_json::json;
+use shared::clients::Caller;
 use shared::domain::{HoldId, IdempotencyKey, SlotId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -58,7 +59,12 @@ impl Variant {
         match self {
             Self::Service | Self::ServiceNoCache => {
                 let key = IdempotencyKey::parse(&key).ok_or("bad key")?;
-                match env.app.booking.hold(SlotId(slot), &key).await {
+                match env
+                    .app
+                    .booking
+                    .hold(&Caller::anonymous(), SlotId(slot), &key)
+                    .await
+                {
                     Ok(done) => Ok(Outcome::Done(if done.created { "201" } else { "200" })),
                     Err(err) => refused(&err),
                 }
@@ -74,11 +80,20 @@ impl Variant {
 
     async fn confirm(self, env: &Env, hold: u64) -> Result<Outcome, String> {
         match self {
-            Self::Service => match env.app.booking.confirm(HoldId(hold)).await {
+            Self::Service => match env
+                .app
+                .booking
+                .confirm(&Caller::anonymous(), HoldId(hold))
+                .await
+            {
                 Ok(_) => Ok(Outcome::Done("200")),
                 Err(err) => refused(&err),
             },
-            Self::ServiceNoCache => match env.uncached.confirm(HoldId(hold)).await {
+            Self::ServiceNoCache => match env
+                .uncached
+                .confirm(&Caller::anonymous(), HoldId(hold))
+                .await
+            {
                 Ok(_) => Ok(Outcome::Done("200")),
                 Err(err) => refused(&err),
             },

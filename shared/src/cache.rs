@@ -36,8 +36,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod limit;
 mod link;
 mod stored;
+pub use limit::{Admission, Limit};
 use link::Link;
 pub use stored::Keys;
 use stored::{
@@ -217,15 +219,34 @@ impl AvailabilityCache {
 
     /// The availability list from the cache, or from `compute` (the one
     /// projection query, already encoded) under the single-flight lock.
-    pub async fn get_or_compute<F, Fut>(&self, compute: F) -> Result<Served, Error>
+    /// With a `limit`, the caller's rate limit is checked first, in the
+    /// same round trip as the read (429 `rate_limited` when over it).
+    pub async fn get_or_compute<F, Fut>(
+        &self,
+        limit: Option<Limit>,
+        compute: F,
+    ) -> Result<Served, Error>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Vec<u8>, Error>>,
     {
-        // The hot path: one GET, the stored bytes served as they are.
-        let fresh = self
-            .exec("GET", async |c| c.get(&self.keys.fresh).await)
-            .await;
+        // The hot path: one round trip (a GET, or the limit script that
+        // also reads), the stored bytes served as they are.
+        let fresh = match limit {
+            None => {
+                self.exec("GET", async |c| c.get(&self.keys.fresh).await)
+                    .await
+            }
+            Some(limit) => match self.admit_and_read(limit, Some(&self.keys.fresh)).await {
+                (Admission::Admitted, fresh) => Some(fresh),
+                (Admission::Refused(wait), _) => {
+                    return Err(Error::RateLimited {
+                        retry_after: Admission::retry_after_secs(wait),
+                    });
+                }
+                (Admission::Unchecked, _) => None,
+            },
+        };
         let Some(fresh) = fresh else {
             return bypass(compute().await?);
         };

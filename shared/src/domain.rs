@@ -3,6 +3,7 @@
 //! Values are validated when they are built (`parse`), so the service layer
 //! never sees a malformed id or key.
 
+use crate::clients::ClientId;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 use std::fmt;
@@ -118,6 +119,9 @@ impl HoldStatus {
 pub struct Hold {
     pub id: HoldId,
     pub slot_id: SlotId,
+    /// The owner: decides who may see and change the hold, never shown.
+    #[serde(skip)]
+    pub client_id: ClientId,
     pub status: HoldStatus,
     pub idempotency_key: String,
     #[serde(serialize_with = "utc_micros")]
@@ -146,11 +150,14 @@ pub struct SlotAvailability {
 }
 
 /// `2026-11-30T10:05:00.123456Z`: UTC, microseconds, as stored.
-fn utc_micros<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn utc_micros<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&at.to_rfc3339_opts(SecondsFormat::Micros, true))
 }
 
-fn utc_micros_opt<S: Serializer>(at: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn utc_micros_opt<S: Serializer>(
+    at: &Option<DateTime<Utc>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     match at {
         Some(at) => utc_micros(at, s),
         None => s.serialize_none(),
@@ -209,6 +216,7 @@ mod tests {
         let hold = Hold {
             id: HoldId(42),
             slot_id: SlotId(3),
+            client_id: crate::clients::ClientId(7),
             status: HoldStatus::Held,
             idempotency_key: "k".into(),
             expires_at: at,
@@ -220,6 +228,7 @@ mod tests {
         let json = serde_json::to_value(&hold).unwrap();
         assert_eq!(json["expires_at"], "2026-11-30T10:05:00.123456Z");
         assert_eq!(json["status"], "held");
+        assert!(json.get("client_id").is_none(), "the owner is never shown");
         assert_eq!(json["id"], 42);
         assert!(json["confirmed_at"].is_null());
     }

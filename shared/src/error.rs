@@ -5,6 +5,7 @@
 //! mapping to HTTP. Internal causes (SQL, connection strings) are logged by
 //! the HTTP layer and never put in a body.
 
+use crate::clients::ClientId;
 use crate::domain::{HoldId, SlotId};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -32,6 +33,21 @@ pub enum Error {
     IdempotencyKeyReuse { used_for: SlotId },
     #[error("validation failed: {0:?}")]
     Validation(FieldErrors),
+    /// No key, a malformed one, or one that names no active client.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(Unauthenticated),
+    /// A booker on an admin route.
+    #[error("forbidden: the route needs an admin key")]
+    Forbidden,
+    /// Over the client's rate; `retry_after` in whole seconds, ≥ 1.
+    #[error("rate limited, retry after {retry_after} s")]
+    RateLimited { retry_after: u64 },
+    #[error("client {0} does not exist")]
+    ClientNotFound(ClientId),
+    #[error("a client named {0:?} exists")]
+    NameTaken(String),
+    #[error("client {0} is the last active admin")]
+    LastAdmin(ClientId),
     /// The database cannot be reached, or a lock wait / deadlock outlived
     /// the retries. Nothing was written; the request is safe to retry.
     #[error("database unavailable: {0}")]
@@ -49,12 +65,20 @@ impl Error {
     /// The stable code a program branches on.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::SlotNotFound(_) | Self::HoldNotFound(_) | Self::NotFound(_) => "not_found",
+            Self::SlotNotFound(_)
+            | Self::HoldNotFound(_)
+            | Self::ClientNotFound(_)
+            | Self::NotFound(_) => "not_found",
             Self::CapacityExhausted(_) => "capacity_exhausted",
             Self::HoldCancelled(_) => "hold_cancelled",
             Self::HoldExpired(_) => "hold_expired",
             Self::IdempotencyKeyReuse { .. } => "idempotency_key_reuse",
             Self::Validation(_) => "validation_failed",
+            Self::Unauthenticated(_) => "unauthenticated",
+            Self::Forbidden => "forbidden",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::NameTaken(_) => "name_taken",
+            Self::LastAdmin(_) => "last_admin",
             Self::Unavailable(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -63,8 +87,18 @@ impl Error {
     /// The HTTP status: the single error → status mapping of the service.
     pub fn status(&self) -> u16 {
         match self {
-            Self::SlotNotFound(_) | Self::HoldNotFound(_) | Self::NotFound(_) => 404,
-            Self::CapacityExhausted(_) | Self::HoldCancelled(_) | Self::HoldExpired(_) => 409,
+            Self::SlotNotFound(_)
+            | Self::HoldNotFound(_)
+            | Self::ClientNotFound(_)
+            | Self::NotFound(_) => 404,
+            Self::CapacityExhausted(_)
+            | Self::HoldCancelled(_)
+            | Self::HoldExpired(_)
+            | Self::NameTaken(_)
+            | Self::LastAdmin(_) => 409,
+            Self::Unauthenticated(_) => 401,
+            Self::Forbidden => 403,
+            Self::RateLimited { .. } => 429,
             Self::IdempotencyKeyReuse { .. } | Self::Validation(_) => 422,
             Self::Unavailable(_) => 503,
             Self::Internal(_) => 500,
@@ -84,6 +118,16 @@ impl Error {
                 format!("This idempotency key was already used for slot {used_for}.")
             }
             Self::Validation(errors) => validation_summary(errors),
+            Self::Unauthenticated(why) => why.message().into(),
+            Self::Forbidden => "This route needs an admin key.".into(),
+            Self::RateLimited { retry_after } => {
+                format!("Too many requests for this client; retry after {retry_after} s.")
+            }
+            Self::ClientNotFound(id) => format!("Client {id} does not exist."),
+            Self::NameTaken(name) => format!("A client named {name:?} already exists."),
+            Self::LastAdmin(id) => format!(
+                "Client {id} is the last active admin; create another admin before revoking it."
+            ),
             Self::Unavailable(_) => {
                 "The service is temporarily unavailable; the request can be retried.".into()
             }
@@ -103,6 +147,47 @@ impl Error {
     /// Errors a client caused are part of normal traffic; the rest are ours.
     pub fn is_server_side(&self) -> bool {
         self.status() >= 500
+    }
+}
+
+/// Why a request is unauthenticated. All answer 401 `unauthenticated`;
+/// the message only tells a missing key from one that does not work, so a
+/// caller learns nothing about which keys exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unauthenticated {
+    Missing,
+    /// Not `Bearer <24–128 characters of [A-Za-z0-9_-]>`.
+    Malformed,
+    /// Well-formed, but it names no client, or a revoked one.
+    Rejected,
+}
+
+impl Unauthenticated {
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::Missing => "An API key is required: send Authorization: Bearer <key>.",
+            Self::Malformed | Self::Rejected => "The API key is not valid.",
+        }
+    }
+
+    /// The `WWW-Authenticate` challenge (RFC 6750 §3).
+    pub fn challenge(self) -> &'static str {
+        match self {
+            Self::Missing => r#"Bearer realm="slot-booking""#,
+            Self::Malformed | Self::Rejected => {
+                r#"Bearer realm="slot-booking", error="invalid_token""#
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Unauthenticated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Missing => "no key",
+            Self::Malformed => "malformed key",
+            Self::Rejected => "unknown or revoked key",
+        })
     }
 }
 
@@ -153,6 +238,16 @@ mod tests {
                 503,
                 "service_unavailable",
             ),
+            (
+                Error::Unauthenticated(Unauthenticated::Missing),
+                401,
+                "unauthenticated",
+            ),
+            (Error::Forbidden, 403, "forbidden"),
+            (Error::RateLimited { retry_after: 1 }, 429, "rate_limited"),
+            (Error::ClientNotFound(ClientId(4)), 404, "not_found"),
+            (Error::NameTaken("a".into()), 409, "name_taken"),
+            (Error::LastAdmin(ClientId(2)), 409, "last_admin"),
         ];
         for (err, status, reason) in cases {
             assert_eq!((err.status(), err.reason()), (status, reason), "{err}");

@@ -6,6 +6,7 @@
 pub mod aws;
 pub mod booking;
 pub mod cache;
+pub mod clients;
 pub mod config;
 pub mod db;
 pub mod domain;
@@ -17,6 +18,7 @@ pub mod telemetry;
 
 pub use booking::Booking;
 use cache::{AvailabilityCache, CacheSettings};
+use clients::{ClientAdmin, Gate};
 pub use config::{Config, Settings};
 pub use error::Error;
 use secret::Secret;
@@ -26,6 +28,9 @@ use secret::Secret;
 pub struct App {
     pub config: Config,
     pub booking: Booking,
+    /// Who a request is (key look-ups cached here) and its rate limit.
+    pub gate: Gate,
+    pub clients: ClientAdmin,
 }
 
 impl App {
@@ -88,7 +93,21 @@ impl App {
             None => None,
         };
         let booking = Booking::new(pool, config.hold_ttl, cache);
-        Ok(Self { config, booking })
+        Ok(Self::assemble(config, booking))
+    }
+
+    /// The app around a booking service built by the caller (tests tune
+    /// its cache): the gate and the client administration share its
+    /// connection and cache.
+    pub fn assemble(config: Config, booking: Booking) -> Self {
+        let pool = booking.pool().clone();
+        let gate = Gate::new(pool.clone(), config.access, booking.cache().cloned());
+        Self {
+            clients: ClientAdmin::new(pool),
+            gate,
+            config,
+            booking,
+        }
     }
 
     /// Reads and checks the environment, then does its AWS look-ups (the

@@ -5,6 +5,7 @@
 pub mod answers;
 pub mod counters;
 pub mod history;
+pub mod keys;
 pub mod locks;
 pub mod planted;
 pub mod private_mariadb;
@@ -101,7 +102,7 @@ impl TestDb {
         let pool = shared::db::connect_lazy(&self.url, 1).expect("pool");
         let cache = AvailabilityCache::new(redis_url, &self.name, settings).expect("cache client");
         let booking = shared::Booking::new(pool, config.hold_ttl, Some(cache));
-        App { config, booking }
+        App::assemble(config, booking)
     }
 
     pub fn cache_keys(&self) -> Keys {

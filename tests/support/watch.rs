@@ -8,15 +8,26 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
 /// The functions behind the API's routes.
-pub const API_FUNCTIONS: [&str; 4] = ["availability", "hold", "confirm", "cancel"];
-
-/// What the emulator serves, as `make dev` does: the API's routes, the
-/// `$default` route (`not-found`) and the scheduled `sweep`.
-pub const DEV_FUNCTIONS: [&str; 6] = [
+pub const API_FUNCTIONS: [&str; 7] = [
     "availability",
     "hold",
     "confirm",
     "cancel",
+    "clients-create",
+    "clients-list",
+    "clients-revoke",
+];
+
+/// What the emulator serves, as `make dev` does: the API's routes, the
+/// `$default` route (`not-found`) and the scheduled `sweep`.
+pub const DEV_FUNCTIONS: [&str; 9] = [
+    "availability",
+    "hold",
+    "confirm",
+    "cancel",
+    "clients-create",
+    "clients-list",
+    "clients-revoke",
     "not-found",
     "sweep",
 ];
@@ -87,6 +98,9 @@ pub struct WatchOptions<'a> {
     pub release: bool,
     /// The log goes to `target/<log_prefix>-<port>.log`.
     pub log_prefix: &'a str,
+    /// `AUTH_MODE`: `open` serves Part I's anonymous API, `api-key` (as
+    /// `make dev`) needs a key on every route.
+    pub auth_mode: &'a str,
 }
 
 /// The running emulator, in its own process group so that stopping it also
@@ -144,6 +158,7 @@ impl Watch {
             .env("PATH", &path)
             .env("DATABASE_URL", options.database_url)
             .env("REDIS_URL", options.redis_url)
+            .env("AUTH_MODE", options.auth_mode)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().map_err(|e| e.to_string())?)

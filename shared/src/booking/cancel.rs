@@ -2,6 +2,7 @@
 
 use super::sql::{find_by_id, find_with_expiry, lock_hold, lock_slot};
 use super::{Booking, Transition};
+use crate::clients::Caller;
 use crate::db;
 use crate::domain::{HoldId, HoldStatus};
 use crate::error::Error;
@@ -12,10 +13,13 @@ impl Booking {
     /// leaving the active set; a confirmed one gives its seat back, capped
     /// at capacity. Cancelling a cancelled hold changes nothing. The cache
     /// is invalidated as after a confirm.
-    pub async fn cancel(&self, hold_id: HoldId) -> Result<Transition, Error> {
+    ///
+    /// Only the hold's owner or an admin may cancel it; for anyone else it
+    /// does not exist (the same 404 as a missing hold).
+    pub async fn cancel(&self, caller: &Caller, hold_id: HoldId) -> Result<Transition, Error> {
         let deadline = self.deadline_before_invalidation();
         let outcome = db::transact!(&self.pool, "cancel", deadline, |conn| {
-            self.cancel_once(&mut conn, hold_id).await
+            self.cancel_once(&mut conn, caller, hold_id).await
         });
         self.invalidate_unless_unchanged(&outcome).await;
         outcome
@@ -36,9 +40,14 @@ impl Booking {
     async fn cancel_once(
         &self,
         conn: &mut MySqlConnection,
+        caller: &Caller,
         hold_id: HoldId,
     ) -> Result<Transition, Error> {
         let (hold, _) = find_with_expiry(&mut *conn, hold_id).await?;
+        // The owner never changes: checked once, before any lock.
+        if !caller.may_touch(hold.client_id) {
+            return Err(Error::HoldNotFound(hold_id));
+        }
         if hold.status == HoldStatus::Cancelled {
             return Ok(Transition {
                 hold,

@@ -2,6 +2,7 @@
 
 use super::sql::{find_by_id, find_with_expiry, lock_hold, lock_slot};
 use super::{Booking, Transition};
+use crate::clients::Caller;
 use crate::db;
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
@@ -15,10 +16,13 @@ impl Booking {
     /// decided by rows affected: no read-then-write of `remaining`. The
     /// cache is invalidated after the commit, and also whenever the commit
     /// may have happened unseen (see `invalidate_unless_unchanged`).
-    pub async fn confirm(&self, hold_id: HoldId) -> Result<Transition, Error> {
+    ///
+    /// Only the hold's owner or an admin may confirm it; for anyone else it
+    /// does not exist (the same 404 as a missing hold).
+    pub async fn confirm(&self, caller: &Caller, hold_id: HoldId) -> Result<Transition, Error> {
         let deadline = self.deadline_before_invalidation();
         let outcome = db::transact!(&self.pool, "confirm", deadline, |conn| {
-            self.confirm_once(&mut conn, hold_id).await
+            self.confirm_once(&mut conn, caller, hold_id).await
         });
         self.invalidate_unless_unchanged(&outcome).await;
         outcome
@@ -35,11 +39,16 @@ impl Booking {
     async fn confirm_once(
         &self,
         conn: &mut MySqlConnection,
+        caller: &Caller,
         hold_id: HoldId,
     ) -> Result<Transition, Error> {
         // A plain read answers the final states without any lock, and
         // tells which slot to lock.
         let (hold, expired) = find_with_expiry(&mut *conn, hold_id).await?;
+        // The owner never changes: checked once, before any lock.
+        if !caller.may_touch(hold.client_id) {
+            return Err(Error::HoldNotFound(hold_id));
+        }
         let slot_id = hold.slot_id;
         if let Some(done) = confirm_decided(hold, expired)? {
             return Ok(done);

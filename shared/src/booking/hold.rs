@@ -3,6 +3,7 @@
 use super::reclaim::reclaim_locked;
 use super::sql::{find_by_id, find_by_key};
 use super::{Booking, HoldOutcome};
+use crate::clients::{Caller, ClientId};
 use crate::db;
 use crate::domain::{Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::Error;
@@ -17,9 +18,18 @@ impl Booking {
     /// replay of a key returns its original hold, whatever its state now.
     /// A key used for another slot is refused. A slot with no bookable
     /// seat is refused without waiting for its row lock.
-    pub async fn hold(&self, slot_id: SlotId, key: &IdempotencyKey) -> Result<HoldOutcome, Error> {
+    ///
+    /// The hold belongs to `caller`, and its key is looked up among the
+    /// caller's holds only: the same key from two clients makes two holds.
+    pub async fn hold(
+        &self,
+        caller: &Caller,
+        slot_id: SlotId,
+        key: &IdempotencyKey,
+    ) -> Result<HoldOutcome, Error> {
+        let client = caller.id;
         db::transact!(&self.pool, "hold", self.deadline(), |conn| {
-            self.hold_once(&mut conn, slot_id, key).await
+            self.hold_once(&mut conn, client, slot_id, key).await
         })
     }
 
@@ -27,7 +37,7 @@ impl Booking {
     /// (public so that the bench's raw sequences send these very strings).
     /// The pre-check: the key's hold and the slot's bookable figure.
     pub const HOLD_PRECHECK: &'static str = concat!(
-        "SELECT (SELECT id FROM holds WHERE idempotency_key = ?) AS key_hold, (",
+        "SELECT (SELECT id FROM holds WHERE client_id = ? AND idempotency_key = ?) AS key_hold, (",
         slot_bookable!(),
         ") AS bookable"
     );
@@ -48,12 +58,13 @@ impl Booking {
     /// Sent under the slot's lock: its `now` follows the watermark, so the
     /// new hold is counted (D). It may wait on the key's UNIQUE index, but
     /// only ever after the slot's lock was granted.
-    pub const HOLD_INSERT: &'static str = "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, created_at, updated_at) \
-         VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))";
+    pub const HOLD_INSERT: &'static str = "INSERT INTO holds (slot_id, client_id, idempotency_key, status, expires_at, created_at, updated_at) \
+         VALUES (?, ?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))";
 
     async fn hold_once(
         &self,
         conn: &mut MySqlConnection,
+        client: ClientId,
         slot_id: SlotId,
         key: &IdempotencyKey,
     ) -> Result<HoldOutcome, Error> {
@@ -64,6 +75,7 @@ impl Booking {
         //    row lock: "full" is true at this snapshot, and the key was not
         //    used at this snapshot either, so 409 is a correct answer.
         let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(Self::HOLD_PRECHECK)
+            .bind(client.0)
             .bind(key.as_str())
             .bind(slot_id.0)
             .fetch_one(&mut *conn)
@@ -104,7 +116,7 @@ impl Booking {
             // A request with the same key may have committed while we
             // waited for the lock: on a full slot it must be replayed, not
             // refused (on a slot with room the UNIQUE index catches it).
-            if let Some(hold) = find_by_key(&mut *tx, key).await? {
+            if let Some(hold) = find_by_key(&mut *tx, client, key).await? {
                 return replay(hold, slot_id);
             }
             if counters.held >= counters.remaining {
@@ -121,6 +133,7 @@ impl Booking {
         let ttl_micros = i64::try_from(self.hold_ttl.as_micros()).unwrap_or(i64::MAX);
         let inserted = sqlx::query(Self::HOLD_INSERT)
             .bind(slot_id.0)
+            .bind(client.0)
             .bind(key.as_str())
             .bind(ttl_micros)
             .execute(&mut *tx)
@@ -131,7 +144,7 @@ impl Booking {
                 drop(tx); // rolls the claim back
                 // The winner has committed (the index waited for it): its
                 // hold is the answer.
-                return match find_by_key(&mut *conn, key).await? {
+                return match find_by_key(&mut *conn, client, key).await? {
                     Some(hold) => replay(hold, slot_id),
                     None => Err(Error::Internal(err)),
                 };

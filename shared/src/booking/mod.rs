@@ -15,7 +15,7 @@ pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD, LOCK_SLOT};
 pub use sweep::{SweepLimits, SweepReport};
 
-use crate::cache::{AvailabilityCache, CacheStatus, Served};
+use crate::cache::{AvailabilityCache, CacheStatus, Limit, Served};
 use crate::db;
 use crate::domain::{Hold, SlotAvailability, SlotId};
 use crate::error::Error;
@@ -118,7 +118,9 @@ impl Booking {
 
     /// The availability list as JSON, through the cache when there is one.
     /// Everything (the cache's waits, the database) before the deadline.
-    pub async fn availability_json(&self) -> Result<Served, Error> {
+    /// With a `limit`, the caller's rate limit is checked in the same cache
+    /// round trip as the read (no limit without a cache: fail open).
+    pub async fn availability_json(&self, limit: Option<Limit>) -> Result<Served, Error> {
         let deadline = self.deadline();
         // The read inside keeps this very deadline, also when the caller set
         // none (its default would otherwise start later, past the cut below).
@@ -130,7 +132,7 @@ impl Booking {
         };
         let served = async {
             match &self.cache {
-                Some(cache) => cache.get_or_compute(compute).await,
+                Some(cache) => cache.get_or_compute(limit, compute).await,
                 None => Ok(Served {
                     body: compute().await?,
                     status: CacheStatus::Bypass,

@@ -8,6 +8,7 @@
 //! based on comes from a statement sent after the slot's lock was granted
 //! (docs/DESIGN.md, "Every now, after the lock").
 
+use crate::clients::ClientId;
 use crate::domain::{Hold, HoldId, HoldStatus, IdempotencyKey, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -78,7 +79,7 @@ macro_rules! expired_but_counted_per_slot {
 /// The columns of the hold resource, in `HoldRow`'s order.
 macro_rules! hold_columns {
     () => {
-        "id, slot_id, idempotency_key, status, expires_at, \
+        "id, slot_id, client_id, idempotency_key, status, expires_at, \
          confirmed_at, cancelled_at, created_at, updated_at"
     };
 }
@@ -141,14 +142,20 @@ pub(super) async fn find_with_expiry(
 pub const FIND_BY_KEY: &str = concat!(
     "SELECT ",
     hold_columns!(),
-    " FROM holds WHERE idempotency_key = ? LIMIT 1"
+    " FROM holds WHERE client_id = ? AND idempotency_key = ?"
 );
 
-pub(super) async fn find_by_key<'c, E>(conn: E, key: &IdempotencyKey) -> Result<Option<Hold>, Error>
+/// The caller's own hold with this key: keys are scoped to their client.
+pub(super) async fn find_by_key<'c, E>(
+    conn: E,
+    client: ClientId,
+    key: &IdempotencyKey,
+) -> Result<Option<Hold>, Error>
 where
     E: sqlx::Executor<'c, Database = sqlx::MySql>,
 {
     sqlx::query_as::<_, HoldRow>(FIND_BY_KEY)
+        .bind(client.0)
         .bind(key.as_str())
         .fetch_optional(conn)
         .await?
@@ -174,6 +181,7 @@ where
 struct HoldRow {
     id: u64,
     slot_id: u64,
+    client_id: u64,
     idempotency_key: String,
     status: String,
     expires_at: DateTime<Utc>,
@@ -200,6 +208,7 @@ impl HoldRow {
         Ok(Hold {
             id: HoldId(self.id),
             slot_id: SlotId(self.slot_id),
+            client_id: ClientId(self.client_id),
             status,
             idempotency_key: self.idempotency_key,
             expires_at: self.expires_at,

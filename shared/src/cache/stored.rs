@@ -14,6 +14,9 @@ pub struct Keys {
     pub stale: String,
     pub lock: String,
     pub generation: String,
+    /// Prefix of the per-client rate-limit buckets: in the same hash slot,
+    /// so the availability hit's limit check and GET are one script.
+    rate: String,
 }
 
 impl Keys {
@@ -24,7 +27,13 @@ impl Keys {
             stale: key("stale"),
             lock: key("lock"),
             generation: key("generation"),
+            rate: key("rate:"),
         }
+    }
+
+    /// The bucket of one client.
+    pub fn rate(&self, client: crate::clients::ClientId) -> String {
+        format!("{}{client}", self.rate)
     }
 }
 

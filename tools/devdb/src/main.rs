@@ -1,7 +1,10 @@
 //! `devdb`: prepares the local database for `make dev`.
 //!
 //! Creates the database named in `DATABASE_URL` if it is missing, runs the
-//! migrations, and seeds a few demo slots when `slots` is empty.
+//! migrations, seeds a few demo slots when `slots` is empty, and makes sure
+//! the dev admin and dev booker clients exist (their keys: `keys`).
+
+mod keys;
 
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::{ConnectOptions, Connection, Executor};
@@ -52,6 +55,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
         println!("devdb: seeded 5 demo slots in {name}");
     }
+    let pool = sqlx::MySqlPool::connect_with(options).await?;
+    keys::ensure(&pool).await?;
+    pool.close().await;
     println!("devdb: database {name} is migrated and ready");
     Ok(())
 }

@@ -1,11 +1,20 @@
-//! Request parsing and JSON responses for the Lambda handlers.
+//! The Lambda handlers, a room per resource, and what they share: the
+//! caller, the deadline, path ids, JSON bodies and responses.
 //!
 //! Every handler answers inside `Ok(Response)`: an `Err` from a Lambda
 //! handler is a failed invocation, which API Gateway turns into a bare 500.
 
+mod clients;
+mod holds;
+mod slots;
+
+pub use clients::{create_client, list_clients, revoke_client};
+pub use holds::{cancel, confirm};
+pub use slots::{availability, hold};
+
 use crate::App;
 use crate::booking::Booking;
-use crate::domain::{HoldId, IdempotencyKey, SlotId};
+use crate::clients::{Caller, Needs};
 use crate::error::Error;
 use lambda_http::http::{HeaderValue, StatusCode, header};
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -13,70 +22,6 @@ use serde::Serialize;
 use std::time::{Duration, Instant, SystemTime};
 
 pub type HandlerResult = Result<Response<Body>, lambda_http::Error>;
-
-/// `GET /slots/availability`. `X-Cache` tells how it was served (hit,
-/// stale, miss, bypass) and `Age` how old the figures are, in seconds.
-pub async fn availability(app: &App, request: Request) -> HandlerResult {
-    Ok(match booking_for(app, &request).availability_json().await {
-        Ok(served) => {
-            let mut response = json_bytes(StatusCode::OK, served.body);
-            let headers = response.headers_mut();
-            headers.insert("x-cache", HeaderValue::from_static(served.status.as_str()));
-            headers.insert(header::AGE, HeaderValue::from(served.age.as_secs()));
-            response
-        }
-        Err(err) => error_response(&err),
-    })
-}
-
-/// `POST /slots/{id}/hold` with an `Idempotency-Key` header.
-pub async fn hold(app: &App, request: Request) -> HandlerResult {
-    // Checks run in the spec's order: the header, then the key (in the
-    // service), then the slot. An id that cannot name a slot is a 404.
-    let outcome = async {
-        let key = idempotency_key(&request)?;
-        let slot_id = path_id(&request, &["slots", "{id}", "hold"])
-            .and_then(SlotId::parse)
-            .ok_or(Error::NotFound("slot"))?;
-        booking_for(app, &request).hold(slot_id, &key).await
-    }
-    .await;
-    Ok(match outcome {
-        Ok(outcome) if outcome.created => json(StatusCode::CREATED, &outcome.hold),
-        Ok(outcome) => json(StatusCode::OK, &outcome.hold),
-        Err(err) => error_response(&err),
-    })
-}
-
-/// `POST /holds/{id}/confirm`
-pub async fn confirm(app: &App, request: Request) -> HandlerResult {
-    let outcome = async {
-        let hold_id = path_id(&request, &["holds", "{id}", "confirm"])
-            .and_then(HoldId::parse)
-            .ok_or(Error::NotFound("hold"))?;
-        booking_for(app, &request).confirm(hold_id).await
-    }
-    .await;
-    Ok(match outcome {
-        Ok(done) => json(StatusCode::OK, &done.hold),
-        Err(err) => error_response(&err),
-    })
-}
-
-/// `DELETE /holds/{id}`
-pub async fn cancel(app: &App, request: Request) -> HandlerResult {
-    let outcome = async {
-        let hold_id = path_id(&request, &["holds", "{id}"])
-            .and_then(HoldId::parse)
-            .ok_or(Error::NotFound("hold"))?;
-        booking_for(app, &request).cancel(hold_id).await
-    }
-    .await;
-    Ok(match outcome {
-        Ok(done) => json(StatusCode::OK, &done.hold),
-        Err(err) => error_response(&err),
-    })
-}
 
 /// Any route the API does not have (API Gateway's `$default` route): a 404
 /// in the API's own error format rather than the gateway's bare body.
@@ -86,11 +31,34 @@ pub async fn not_found(_request: Request) -> HandlerResult {
 
 /// The service, bound to answer before this invocation's deadline.
 fn booking_for(app: &App, request: &Request) -> Booking {
+    app.booking.until(deadline(request))
+}
+
+/// When this invocation must have its answer (see [`answer_by`]).
+fn deadline(request: &Request) -> Instant {
     let deadline = request
         .lambda_context_ref()
         .map(|context| context.deadline());
-    app.booking
-        .until(answer_by(deadline, SystemTime::now(), Instant::now()))
+    answer_by(deadline, SystemTime::now(), Instant::now())
+}
+
+/// The caller, if it may use a route that `needs` this, within its rate
+/// limit: authentication comes before every other check, so a request
+/// refused with 401 tells nothing about the resource and counts against
+/// nobody.
+async fn caller(app: &App, request: &Request, needs: Needs) -> Result<Caller, Error> {
+    app.gate
+        .admit(authorization(request), needs, deadline(request).into())
+        .await
+}
+
+/// The `Authorization` header (names match in any case); a value that is
+/// not text counts as a malformed key.
+fn authorization(request: &Request) -> Option<&str> {
+    request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|value| value.to_str().unwrap_or("-"))
 }
 
 /// Kept back from Lambda's deadline to send the answer.
@@ -146,32 +114,6 @@ fn id_from_path<'p>(path: &'p str, route: &[&str]) -> Option<&'p str> {
     id
 }
 
-/// The `Idempotency-Key` header (names match in any case), validated.
-fn idempotency_key(request: &Request) -> Result<IdempotencyKey, Error> {
-    const FIELD: &str = "idempotency_key";
-    let raw = match request.headers().get("idempotency-key") {
-        None => {
-            return Err(Error::invalid(
-                FIELD,
-                "The idempotency key field is required.",
-            ));
-        }
-        Some(value) => value.to_str().unwrap_or_default().trim(),
-    };
-    if raw.is_empty() {
-        return Err(Error::invalid(
-            FIELD,
-            "The idempotency key field is required.",
-        ));
-    }
-    IdempotencyKey::parse(raw).ok_or_else(|| {
-        Error::invalid(
-            FIELD,
-            "The idempotency key field must be a valid UUID (8-4-4-4-12 hexadecimal digits).",
-        )
-    })
-}
-
 /// A JSON response with `Content-Type: application/json`.
 pub fn json(status: StatusCode, value: &impl Serialize) -> Response<Body> {
     match serde_json::to_vec(value) {
@@ -207,10 +149,21 @@ pub fn error_response(err: &Error) -> Response<Body> {
         tracing::info!(reason = err.reason(), error = %err, "request refused");
     }
     let mut response = json(status, &err.to_body());
-    if status == StatusCode::SERVICE_UNAVAILABLE {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    let headers = response.headers_mut();
+    match err {
+        Error::Unavailable(_) => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        Error::RateLimited { retry_after } => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+        }
+        Error::Unauthenticated(why) => {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(why.challenge()),
+            );
+        }
+        _ => {}
     }
     response
 }

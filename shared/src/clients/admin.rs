@@ -1,0 +1,339 @@
+//! Client administration (SPEC §8): create, list, revoke; and installing a
+//! known key (the deploy's bootstrap admin, `make dev`'s clients).
+
+use super::key::ApiKey;
+use super::{Client, ClientId, Role};
+use crate::config::MAX_RATE_LIMIT_PER_SECOND;
+use crate::db;
+use crate::error::{Error, FieldErrors};
+use crate::secret::Secret;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{Connection, MySqlConnection, MySqlPool};
+
+/// A `POST /clients` body, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewClient {
+    pub name: String,
+    pub role: Role,
+    pub rate_limit_per_second: Option<u32>,
+}
+
+impl NewClient {
+    /// `{"name": "…", "role": "booker"|"admin", "rate_limit_per_second":
+    /// n|null}`: `name` required (1–100 characters, no control
+    /// characters), `role` booker when absent, `rate_limit_per_second`
+    /// NULL (the default) when absent or null, else 0 (unlimited) to
+    /// 1,000,000. Every problem is reported, each under its field.
+    pub fn from_json(body: &Value) -> Result<Self, Error> {
+        let Some(fields) = body.as_object() else {
+            return Err(Error::invalid("body", "The body must be a JSON object."));
+        };
+        let mut errors = FieldErrors::new();
+        let mut fail = |field: &'static str, message: String| {
+            errors.entry(field).or_default().push(message);
+        };
+        for unknown in fields
+            .keys()
+            .filter(|k| !["name", "role", "rate_limit_per_second"].contains(&k.as_str()))
+        {
+            // Named in the message; the field itself is not one of ours.
+            fail("body", format!("The {unknown:?} field is not allowed."));
+        }
+        let name = match fields.get("name") {
+            None | Some(Value::Null) => {
+                fail("name", "The name field is required.".into());
+                None
+            }
+            Some(Value::String(name))
+                if (1..=100).contains(&name.chars().count())
+                    && !name.chars().any(char::is_control)
+                    && name.trim() == name =>
+            {
+                Some(name.clone())
+            }
+            Some(_) => {
+                fail(
+                    "name",
+                    "The name must be a string of 1 to 100 characters, without control \
+                     characters or surrounding spaces."
+                        .into(),
+                );
+                None
+            }
+        };
+        let role = match fields.get("role") {
+            None => Some(Role::Booker),
+            Some(Value::String(role)) => Role::parse(role),
+            Some(_) => None,
+        };
+        if role.is_none() {
+            fail("role", "The role must be \"booker\" or \"admin\".".into());
+        }
+        let rate = match fields.get("rate_limit_per_second") {
+            None | Some(Value::Null) => Some(None),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .filter(|n| *n <= u64::from(MAX_RATE_LIMIT_PER_SECOND))
+                .map(|n| Some(n as u32)),
+            Some(_) => None,
+        };
+        if rate.is_none() {
+            fail(
+                "rate_limit_per_second",
+                "The rate limit must be null or an integer from 0 (unlimited) to 1000000.".into(),
+            );
+        }
+        match (name, role, rate) {
+            (Some(name), Some(role), Some(rate_limit_per_second)) if errors.is_empty() => {
+                Ok(Self {
+                    name,
+                    role,
+                    rate_limit_per_second,
+                })
+            }
+            _ => Err(Error::Validation(errors)),
+        }
+    }
+}
+
+/// The client administration service: admin routes only.
+#[derive(Clone)]
+pub struct ClientAdmin {
+    pool: MySqlPool,
+}
+
+const CLIENT_COLUMNS: &str = "id, name, role, rate_limit_per_second, created_at, revoked_at";
+
+type ClientRow = (
+    u64,
+    String,
+    String,
+    Option<u32>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
+
+impl ClientAdmin {
+    pub fn new(pool: MySqlPool) -> Self {
+        Self { pool }
+    }
+
+    /// Creates a client with a new key, shown in this answer only.
+    pub async fn create(
+        &self,
+        new: &NewClient,
+        deadline: tokio::time::Instant,
+    ) -> Result<Client, Error> {
+        let key = ApiKey::generate().map_err(|err| {
+            Error::Internal(sqlx::Error::Protocol(format!("no randomness: {err}")))
+        })?;
+        let hash = key.hash();
+        let id = db::transact!(&self.pool, "client create", deadline, |conn| {
+            let inserted = sqlx::query(
+                "INSERT INTO api_clients (name, role, key_hash, rate_limit_per_second, created_at) \
+                 VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))",
+            )
+            .bind(&new.name)
+            .bind(new.role.as_str())
+            .bind(hash.as_str())
+            .bind(new.rate_limit_per_second)
+            .execute(&mut *conn)
+            .await;
+            match inserted {
+                Ok(done) => Ok(ClientId(done.last_insert_id())),
+                Err(err) if db::is_unique_violation(&err) && names_index(&err) => {
+                    Err(Error::NameTaken(new.name.clone()))
+                }
+                Err(err) => Err(err.into()),
+            }
+        })?;
+        let mut client = self.find(id, deadline).await?;
+        client.key = Some(key.expose().to_string());
+        Ok(client)
+    }
+
+    /// Every client, oldest first, without keys or hashes.
+    pub async fn list(&self, deadline: tokio::time::Instant) -> Result<Vec<Client>, Error> {
+        let rows: Vec<ClientRow> = db::transact!(&self.pool, "client list", deadline, |conn| {
+            Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {CLIENT_COLUMNS} FROM api_clients ORDER BY id"
+            )))
+            .fetch_all(&mut *conn)
+            .await?)
+        })?;
+        rows.into_iter().map(client).collect()
+    }
+
+    /// Revokes a client: its key stops working within the look-up
+    /// lifetime. Idempotent. The last active admin cannot be revoked.
+    pub async fn revoke(
+        &self,
+        id: ClientId,
+        deadline: tokio::time::Instant,
+    ) -> Result<Client, Error> {
+        db::transact!(&self.pool, "client revoke", deadline, |conn| {
+            revoke_once(&mut conn, id).await
+        })
+    }
+
+    async fn find(&self, id: ClientId, deadline: tokio::time::Instant) -> Result<Client, Error> {
+        db::transact!(&self.pool, "client read", deadline, |conn| {
+            find(&mut conn, id, "").await
+        })
+    }
+}
+
+async fn revoke_once(conn: &mut MySqlConnection, id: ClientId) -> Result<Client, Error> {
+    let mut tx = conn.begin().await?;
+    // 1. Lock the active admins first, every revocation in the same order:
+    //    two revocations of the last two admins are serialised, and the
+    //    second counts what the first left (a locking read sees the latest
+    //    commit). Taken before the target's lock, so no two revocations
+    //    can wait on each other.
+    let admins: Vec<u64> = sqlx::query_scalar(
+        "SELECT id FROM api_clients WHERE role = 'admin' AND revoked_at IS NULL ORDER BY id FOR UPDATE",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let target = find(&mut tx, id, " FOR UPDATE").await?;
+    if target.revoked_at.is_some() {
+        return Ok(target);
+    }
+    if target.role == Role::Admin && admins.len() <= 1 {
+        return Err(Error::LastAdmin(id));
+    }
+    sqlx::query("UPDATE api_clients SET revoked_at = UTC_TIMESTAMP(6) WHERE id = ?")
+        .bind(id.0)
+        .execute(&mut *tx)
+        .await?;
+    let revoked = find(&mut tx, id, "").await?;
+    tx.commit().await?;
+    Ok(revoked)
+}
+
+async fn find(conn: &mut MySqlConnection, id: ClientId, lock: &str) -> Result<Client, Error> {
+    let row: Option<ClientRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {CLIENT_COLUMNS} FROM api_clients WHERE id = ?{lock}"
+    )))
+    .bind(id.0)
+    .fetch_optional(conn)
+    .await?;
+    client(row.ok_or(Error::ClientNotFound(id))?)
+}
+
+fn client(
+    (id, name, role, rate_limit_per_second, created_at, revoked_at): ClientRow,
+) -> Result<Client, Error> {
+    Ok(Client {
+        id: ClientId(id),
+        name,
+        role: Role::parse(&role).ok_or_else(|| {
+            Error::Internal(sqlx::Error::Decode(format!("unknown role {role:?}").into()))
+        })?,
+        rate_limit_per_second,
+        created_at,
+        revoked_at,
+        key: None,
+    })
+}
+
+/// Whether a duplicate-key error is the name's (the key hash's would be
+/// a 2^-256 accident).
+fn names_index(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|e| e.message().contains("api_clients_name_unique"))
+}
+
+/// Makes `key` the key of the client `name`, with `role`: creates it, or
+/// re-keys it (then a revocation is lifted: a new key is a deliberate
+/// act). Installing the same key again changes nothing, so a revoked
+/// client stays revoked across deploys.
+pub async fn install_key(
+    pool: &MySqlPool,
+    name: &str,
+    role: Role,
+    key: &ApiKey,
+) -> Result<ClientId, Error> {
+    let hash = key.hash();
+    // Assignments run left to right: revoked_at still sees the old hash.
+    sqlx::query(
+        "INSERT INTO api_clients (name, role, key_hash, created_at) VALUES (?, ?, ?, UTC_TIMESTAMP(6)) \
+         ON DUPLICATE KEY UPDATE revoked_at = IF(key_hash <=> VALUES(key_hash), revoked_at, NULL), \
+         role = VALUES(role), key_hash = VALUES(key_hash)",
+    )
+    .bind(name)
+    .bind(role.as_str())
+    .bind(hash.as_str())
+    .execute(pool)
+    .await?;
+    let id: u64 = sqlx::query_scalar("SELECT id FROM api_clients WHERE name = ?")
+        .bind(name)
+        .fetch_one(pool)
+        .await?;
+    Ok(ClientId(id))
+}
+
+/// The name of the admin whose key Secrets Manager generates on AWS.
+pub const BOOTSTRAP_ADMIN: &str = "bootstrap-admin";
+
+/// Installs the deploy's first admin key (read by the migrate function
+/// from its secret): see [`install_key`].
+pub async fn install_bootstrap_admin(pool: &MySqlPool, key: &Secret) -> Result<(), Error> {
+    let key = ApiKey::parse(key.expose()).ok_or_else(|| {
+        Error::invalid(
+            "admin_key",
+            "The bootstrap admin key must be 24 to 128 characters of [A-Za-z0-9_-].",
+        )
+    })?;
+    install_key(pool, BOOTSTRAP_ADMIN, Role::Admin, &key).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_new_client_needs_a_name_and_takes_booker_and_the_default_rate_when_absent() {
+        assert_eq!(
+            NewClient::from_json(&json!({"name": "shop"})).unwrap(),
+            NewClient {
+                name: "shop".into(),
+                role: Role::Booker,
+                rate_limit_per_second: None
+            }
+        );
+        let admin = json!({"name": "ops", "role": "admin", "rate_limit_per_second": 0});
+        let admin = NewClient::from_json(&admin).unwrap();
+        assert_eq!(
+            (admin.role, admin.rate_limit_per_second),
+            (Role::Admin, Some(0))
+        );
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let fields = |body: Value| match NewClient::from_json(&body) {
+            Err(Error::Validation(errors)) => errors.keys().copied().collect::<Vec<_>>(),
+            other => panic!("{body}: {other:?}"),
+        };
+        assert_eq!(fields(json!([])), ["body"]);
+        assert_eq!(fields(json!(null)), ["body"]);
+        assert_eq!(fields(json!({})), ["name"]);
+        assert_eq!(fields(json!({"name": "x", "admin": true})), ["body"]);
+        assert_eq!(fields(json!({"name": ""})), ["name"]);
+        assert_eq!(fields(json!({"name": " x"})), ["name"]);
+        assert_eq!(fields(json!({"name": "a\nb"})), ["name"]);
+        assert_eq!(fields(json!({"name": "é".repeat(101)})), ["name"]);
+        assert!(NewClient::from_json(&json!({"name": "é".repeat(100)})).is_ok());
+        assert_eq!(fields(json!({"name": 5, "role": "root"})), ["name", "role"]);
+        for bad in [json!(-1), json!(1.5), json!("5"), json!(1_000_001)] {
+            assert_eq!(
+                fields(json!({"name": "x", "rate_limit_per_second": bad})),
+                ["rate_limit_per_second"]
+            );
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Who a request is, and whether it may use its route (SPEC §8).
+//!
+//! A key look-up is cached per execution environment for at most
+//! [`Gate::LOOKUP_LIFETIME`], so a warm request pays no database round
+//! trip for it and a revocation takes effect within that time. Only a
+//! successful look-up is cached: a key just created works at once, and a
+//! stream of bad keys cannot fill the cache. Counted from before the query
+//! was sent, so an entry never outlives a revocation by more than that.
+
+use super::key::{ApiKey, KeyHash};
+use super::{ANONYMOUS, Caller, ClientId, Role};
+use crate::cache::{Admission, AvailabilityCache};
+use crate::config::{Access, AuthMode};
+use crate::db;
+use crate::error::{Error, Unauthenticated};
+use sqlx::MySqlPool;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a route asks of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Any client. In `open` mode a request without a key is `anonymous`.
+    Booker,
+    /// An admin key, in both modes.
+    Admin,
+}
+
+#[derive(Clone)]
+pub struct Gate {
+    pool: MySqlPool,
+    access: Access,
+    /// Where the rate limits live; `None`: no limits (fail open).
+    cache: Option<AvailabilityCache>,
+    known: Arc<Mutex<Known>>,
+}
+
+/// The cached look-ups of one environment.
+#[derive(Default)]
+struct Known {
+    entries: HashMap<Who, (Caller, Instant)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Who {
+    Key(KeyHash),
+    Anonymous,
+}
+
+/// A key look-up. `anonymous` is looked up too (by id), so revoking it
+/// closes `open` mode without a deploy.
+const FIND_BY_KEY_HASH: &str = "SELECT id, role, rate_limit_per_second, revoked_at IS NOT NULL \
+     FROM api_clients WHERE key_hash = ?";
+const FIND_ANONYMOUS: &str = "SELECT id, role, rate_limit_per_second, revoked_at IS NOT NULL \
+     FROM api_clients WHERE id = ?";
+
+type ClientRow = (u64, String, Option<u32>, bool);
+
+impl Gate {
+    /// The longest a look-up is trusted (SPEC §8: a revocation takes effect
+    /// within 30 s).
+    pub const LOOKUP_LIFETIME: Duration = Duration::from_secs(30);
+    /// Environments see few distinct keys; a bound keeps a flood of valid
+    /// keys from growing the map without end.
+    const MAX_ENTRIES: usize = 4096;
+
+    pub fn new(pool: MySqlPool, access: Access, cache: Option<AvailabilityCache>) -> Self {
+        Self {
+            pool,
+            access,
+            cache,
+            known: Arc::default(),
+        }
+    }
+
+    /// [`Gate::identify`], then the caller's rate limit (one cache round
+    /// trip; 429 `rate_limited` over it). A refused request counts against
+    /// nobody, since it is refused before the limit is asked.
+    pub async fn admit(
+        &self,
+        authorization: Option<&str>,
+        needs: Needs,
+        deadline: tokio::time::Instant,
+    ) -> Result<Caller, Error> {
+        let caller = self.identify(authorization, needs, deadline).await?;
+        if let (Some(limit), Some(cache)) = (caller.limit(), &self.cache)
+            && let Admission::Refused(wait) = cache.admit(limit).await
+        {
+            return Err(Error::RateLimited {
+                retry_after: Admission::retry_after_secs(wait),
+            });
+        }
+        Ok(caller)
+    }
+
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// The caller of a request with this `Authorization` header value, if
+    /// it may use a route that `needs` this: 401 `unauthenticated` (no key,
+    /// a malformed, unknown or revoked one), 403 `forbidden` (a booker on
+    /// an admin route). Done by `deadline`.
+    pub async fn identify(
+        &self,
+        authorization: Option<&str>,
+        needs: Needs,
+        deadline: tokio::time::Instant,
+    ) -> Result<Caller, Error> {
+        let who = match bearer(authorization)? {
+            Some(key) => Who::Key(key.hash()),
+            None if needs == Needs::Booker && self.access.mode == AuthMode::Open => Who::Anonymous,
+            None => return Err(Error::Unauthenticated(Unauthenticated::Missing)),
+        };
+        let caller = match self.cached(&who) {
+            Some(caller) => caller,
+            None => self.look_up(who, deadline).await?,
+        };
+        if needs == Needs::Admin && caller.role != Role::Admin {
+            return Err(Error::Forbidden);
+        }
+        Ok(caller)
+    }
+
+    fn cached(&self, who: &Who) -> Option<Caller> {
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let (caller, at) = known.entries.get(who)?;
+        (at.elapsed() < Self::LOOKUP_LIFETIME).then_some(*caller)
+    }
+
+    async fn look_up(&self, who: Who, deadline: tokio::time::Instant) -> Result<Caller, Error> {
+        let asked_at = Instant::now();
+        let row: Option<ClientRow> = db::transact!(&self.pool, "key look-up", deadline, |conn| {
+            Ok(match &who {
+                Who::Key(hash) => sqlx::query_as(FIND_BY_KEY_HASH).bind(hash.as_str()),
+                Who::Anonymous => sqlx::query_as(FIND_ANONYMOUS).bind(ANONYMOUS.0),
+            }
+            .fetch_optional(&mut *conn)
+            .await?)
+        })?;
+        // Unknown and revoked answer alike.
+        let Some((id, role, rate, _)) = row.filter(|(.., revoked)| !revoked) else {
+            return Err(Error::Unauthenticated(Unauthenticated::Rejected));
+        };
+        let role = Role::parse(&role).ok_or_else(|| {
+            Error::Internal(sqlx::Error::Decode(format!("unknown role {role:?}").into()))
+        })?;
+        let caller = Caller {
+            id: ClientId(id),
+            role,
+            rate: self.effective_rate(rate),
+        };
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if known.entries.len() >= Self::MAX_ENTRIES {
+            known
+                .entries
+                .retain(|_, (_, at)| at.elapsed() < Self::LOOKUP_LIFETIME);
+            if known.entries.len() >= Self::MAX_ENTRIES {
+                known.entries.clear();
+            }
+        }
+        known.entries.insert(who, (caller, asked_at));
+        Ok(caller)
+    }
+
+    /// A client's own rate, else the default; 0 is unlimited, and `open`
+    /// mode limits nobody.
+    fn effective_rate(&self, own: Option<u32>) -> Option<u32> {
+        if self.access.mode == AuthMode::Open {
+            return None;
+        }
+        Some(own.unwrap_or(self.access.rate_limit_per_second)).filter(|rate| *rate > 0)
+    }
+}
+
+/// The key of an `Authorization: Bearer <key>` header (scheme in any case,
+/// RFC 7235); `None` for no header. Any other value is malformed.
+fn bearer(authorization: Option<&str>) -> Result<Option<ApiKey>, Error> {
+    let Some(value) = authorization else {
+        return Ok(None);
+    };
+    let malformed = Error::Unauthenticated(Unauthenticated::Malformed);
+    let (scheme, key) = value.trim().split_once(' ').ok_or(malformed)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(Error::Unauthenticated(Unauthenticated::Malformed));
+    }
+    ApiKey::parse(key.trim_start())
+        .map(Some)
+        .ok_or(Error::Unauthenticated(Unauthenticated::Malformed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_bearer_key_of_the_right_shape_is_read() {
+        let key = "k".repeat(30);
+        assert!(bearer(None).unwrap().is_none());
+        for good in [
+            format!("Bearer {key}"),
+            format!("bearer {key}"),
+            format!("BEARER   {key}"),
+        ] {
+            assert_eq!(
+                bearer(Some(&good)).unwrap().unwrap().expose(),
+                key,
+                "{good:?}"
+            );
+        }
+        for bad in [
+            String::new(),
+            "Bearer".into(),
+            format!("Basic {key}"),
+            format!("Bearer{key}"),
+            format!("Bearer {key} extra"),
+            "Bearer short".into(),
+            format!("Token {key}"),
+        ] {
+            assert!(
+                matches!(
+                    bearer(Some(&bad)),
+                    Err(Error::Unauthenticated(Unauthenticated::Malformed))
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Clients, their keys and what they may do (SPEC §8).
+//!
+//! - [`key`]: what a key is, its hash, a new key.
+//! - [`gate`]: who a request is (the key look-up, cached per execution
+//!   environment) and whether it may use a route.
+//! - [`admin`]: creating, listing and revoking clients, and the bootstrap
+//!   admin of a deploy.
+//!
+//! Knows nothing of HTTP: the HTTP layer hands it the `Authorization`
+//! header's value and maps its errors.
+
+pub mod admin;
+pub mod gate;
+pub mod key;
+
+pub use admin::{ClientAdmin, NewClient, install_bootstrap_admin};
+pub use gate::{Gate, Needs};
+pub use key::{ApiKey, KeyHash};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::fmt;
+
+/// An `api_clients` primary key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ClientId(pub u64);
+
+impl ClientId {
+    pub fn parse(raw: &str) -> Option<Self> {
+        crate::domain::parse_path_id(raw).map(Self)
+    }
+}
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The built-in client that a request without a key is in `open` mode; it
+/// owns the holds made before clients existed. Its id is fixed by the
+/// migration that creates it, which is also `holds.client_id`'s default.
+pub const ANONYMOUS: ClientId = ClientId(1);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Booker,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Booker => "booker",
+            Self::Admin => "admin",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "booker" => Some(Self::Booker),
+            "admin" => Some(Self::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// Who made a request: what the service needs to scope and limit it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    pub id: ClientId,
+    pub role: Role,
+    /// Sustained requests per second (burst twice that); `None`: not
+    /// limited (`rate_limit_per_second = 0`, or `open` mode's anonymous).
+    pub rate: Option<u32>,
+}
+
+impl Caller {
+    /// Whether this caller may read or change something `owner` owns: its
+    /// owner, or any admin.
+    pub fn may_touch(&self, owner: ClientId) -> bool {
+        self.role == Role::Admin || self.id == owner
+    }
+
+    /// The caller's rate limit, for the cache; `None`: unlimited.
+    pub fn limit(&self) -> Option<crate::cache::Limit> {
+        self.rate.map(|rate| crate::cache::Limit {
+            client: self.id,
+            rate,
+        })
+    }
+
+    /// The seed's anonymous API, unlimited: the tools and tests that drive
+    /// the service directly, and `open` mode's requests without a key.
+    pub const fn anonymous() -> Self {
+        Self {
+            id: ANONYMOUS,
+            role: Role::Booker,
+            rate: None,
+        }
+    }
+}
+
+/// The client resource. `key` is only ever set in the answer that
+/// created the client; no answer ever carries the hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Client {
+    pub id: ClientId,
+    pub name: String,
+    pub role: Role,
+    pub rate_limit_per_second: Option<u32>,
+    #[serde(serialize_with = "crate::domain::utc_micros")]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::domain::utc_micros_opt")]
+    pub revoked_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}

@@ -1,0 +1,67 @@
+//! `POST /clients`, `GET /clients`, `DELETE /clients/{id}`: admins only.
+
+use super::{HandlerResult, caller, deadline, error_response, json, path_id};
+use crate::App;
+use crate::clients::{ClientId, Needs, NewClient};
+use crate::error::Error;
+use lambda_http::http::StatusCode;
+use lambda_http::{Body, Request};
+use serde_json::Value;
+
+/// `POST /clients` → 201 + the client, with its key (shown only here).
+pub async fn create_client(app: &App, request: Request) -> HandlerResult {
+    let outcome = async {
+        caller(app, &request, Needs::Admin).await?;
+        let new = NewClient::from_json(&json_body(&request)?)?;
+        app.clients.create(&new, deadline(&request).into()).await
+    }
+    .await;
+    Ok(match outcome {
+        Ok(client) => json(StatusCode::CREATED, &client),
+        Err(err) => error_response(&err),
+    })
+}
+
+/// `GET /clients` → 200 + every client, oldest first, without keys.
+pub async fn list_clients(app: &App, request: Request) -> HandlerResult {
+    let outcome = async {
+        caller(app, &request, Needs::Admin).await?;
+        app.clients.list(deadline(&request).into()).await
+    }
+    .await;
+    Ok(match outcome {
+        Ok(clients) => json(StatusCode::OK, &clients),
+        Err(err) => error_response(&err),
+    })
+}
+
+/// `DELETE /clients/{id}` → 200 + the client with `revoked_at` set.
+pub async fn revoke_client(app: &App, request: Request) -> HandlerResult {
+    let outcome = async {
+        caller(app, &request, Needs::Admin).await?;
+        let id = path_id(&request, &["clients", "{id}"])
+            .and_then(ClientId::parse)
+            .ok_or(Error::NotFound("client"))?;
+        app.clients.revoke(id, deadline(&request).into()).await
+    }
+    .await;
+    Ok(match outcome {
+        Ok(client) => json(StatusCode::OK, &client),
+        Err(err) => error_response(&err),
+    })
+}
+
+/// The body as JSON, whatever its `Content-Type`; an empty body is `{}`.
+fn json_body(request: &Request) -> Result<Value, Error> {
+    let bytes: &[u8] = match request.body() {
+        Body::Empty => b"",
+        Body::Text(text) => text.as_bytes(),
+        Body::Binary(bytes) => bytes,
+        _ => b"",
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|_| Error::invalid("body", "The body must be valid JSON."))
+}

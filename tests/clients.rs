@@ -1,0 +1,266 @@
+//! Client administration (SPEC §8) through the handlers: create (the key
+//! shown once, only its hash stored), list, revoke (idempotent, never the
+//! last admin, also when two revocations race), and the deploy's
+//! bootstrap admin.
+
+use lambda_http::http::Method;
+use serde_json::{Value, json};
+use shared::clients::admin::install_bootstrap_admin;
+use shared::clients::{KeyHash, Role};
+use shared::config::AuthMode;
+use shared::secret::Secret;
+use shared::{App, http};
+use slot_booking_tests::keys::{TestClient, authorized, clients_request};
+use slot_booking_tests::*;
+
+async fn create(app: &App, admin: &TestClient, body: Value) -> (u16, Value) {
+    let request = clients_request(Method::POST, "/clients", None, Some(&body));
+    read(
+        http::create_client(app, authorized(request, Some(&admin.bearer())))
+            .await
+            .unwrap(),
+    )
+}
+
+async fn list(app: &App, admin: &TestClient) -> (u16, Value) {
+    let request = clients_request(Method::GET, "/clients", None, None);
+    read(
+        http::list_clients(app, authorized(request, Some(&admin.bearer())))
+            .await
+            .unwrap(),
+    )
+}
+
+async fn revoke(app: &App, admin: &TestClient, id: &str) -> (u16, Value) {
+    let request = clients_request(Method::DELETE, &format!("/clients/{id}"), Some(id), None);
+    read(
+        http::revoke_client(app, authorized(request, Some(&admin.bearer())))
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_created_client_gets_a_key_once_that_works_at_once_and_only_its_hash_is_kept() {
+    let db = TestDb::new().await;
+    let app = db.app_in(AuthMode::ApiKey, 0);
+    let admin = db.client("root", Role::Admin, None).await;
+    let (status, created) = create(
+        &app,
+        &admin,
+        json!({"name": "shop", "role": "booker", "rate_limit_per_second": 7}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let key = created["key"].as_str().expect("the key, once").to_string();
+    assert_eq!(created["name"], "shop");
+    assert_eq!(created["role"], "booker");
+    assert_eq!(created["rate_limit_per_second"], 7);
+    assert!(created["created_at"].as_str().unwrap().ends_with('Z'));
+    assert!(created["revoked_at"].is_null());
+    // Only the lowercase hex SHA-256 is stored.
+    let stored: String = sqlx::query_scalar("SELECT key_hash FROM api_clients WHERE id = ?")
+        .bind(created["id"].as_u64())
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    assert_eq!(stored, KeyHash::of(&key).as_str());
+    assert!(!stored.contains(&key));
+    // Works at once, in this very environment.
+    let shop = TestClient {
+        id: shared::clients::ClientId(created["id"].as_u64().unwrap()),
+        key,
+    };
+    let response = http::availability(
+        &app,
+        authorized(availability_request(), Some(&shop.bearer())),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+
+    // Listed without key or hash, oldest first.
+    let (status, clients) = list(&app, &admin).await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = clients
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["anonymous", "root", "shop"]);
+    for client in clients.as_array().unwrap() {
+        assert!(
+            client.get("key").is_none() && client.get("key_hash").is_none(),
+            "{client}"
+        );
+    }
+    // A taken name.
+    let (status, body) = create(&app, &admin, json!({"name": "shop"})).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (409, Some("name_taken")),
+        "{body}"
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn bad_bodies_are_422_naming_the_field() {
+    let db = TestDb::new().await;
+    let app = db.app_in(AuthMode::ApiKey, 0);
+    let admin = db.client("root", Role::Admin, None).await;
+    for (body, field) in [
+        (json!([]), "body"),
+        (json!("x"), "body"),
+        (json!({}), "name"),
+        (json!({"name": ""}), "name"),
+        (json!({"name": "x".repeat(101)}), "name"),
+        (json!({"name": "x", "role": "superuser"}), "role"),
+        (
+            json!({"name": "x", "rate_limit_per_second": -1}),
+            "rate_limit_per_second",
+        ),
+        (json!({"name": "x", "key": "mine"}), "body"),
+    ] {
+        let (status, answer) = create(&app, &admin, body.clone()).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+        assert_eq!(answer["reason"], "validation_failed");
+        assert!(answer["errors"][field].is_array(), "{body}: {answer}");
+    }
+    // Not JSON at all.
+    let mut request = clients_request(Method::POST, "/clients", None, None);
+    *request.body_mut() = lambda_http::Body::Text("{name".into());
+    let (status, answer) = read(
+        http::create_client(&app, authorized(request, Some(&admin.bearer())))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (status, answer["errors"]["body"].is_array()),
+        (422, true),
+        "{answer}"
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn revoking_is_idempotent_and_never_takes_the_last_admin() {
+    let db = TestDb::new().await;
+    let app = db.app_in(AuthMode::ApiKey, 0);
+    let admin = db.client("root", Role::Admin, None).await;
+    let booker = db.client("shop", Role::Booker, None).await;
+    let (status, first) = revoke(&app, &admin, &booker.id.to_string()).await;
+    assert_eq!(status, 200);
+    assert!(first["revoked_at"].is_string());
+    let (status, again) = revoke(&app, &admin, &booker.id.to_string()).await;
+    assert_eq!(
+        (status, &again),
+        (200, &first),
+        "the same resource, unchanged"
+    );
+    let (status, body) = revoke(&app, &admin, &admin.id.to_string()).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (409, Some("last_admin")),
+        "{body}"
+    );
+    for missing in ["999999", "abc", "0"] {
+        let (status, body) = revoke(&app, &admin, missing).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (404, Some("not_found")),
+            "{missing}"
+        );
+    }
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn two_admins_revoking_each_other_at_once_leave_one_admin() {
+    let db = TestDb::new().await;
+    for round in 0..10 {
+        let a = db.client(&format!("a{round}"), Role::Admin, None).await;
+        let b = db.client(&format!("b{round}"), Role::Admin, None).await;
+        let apps = vec![
+            db.app_in(AuthMode::ApiKey, 0),
+            db.app_in(AuthMode::ApiKey, 0),
+        ];
+        for app in &apps {
+            warm(app).await;
+        }
+        let pairs = [(a.clone(), b.id), (b.clone(), a.id)];
+        let answers = together(apps, move |i, app| {
+            let (by, target) = pairs[i].clone();
+            async move { revoke(&app, &by, &target.to_string()).await }
+        })
+        .await;
+        let mut statuses: Vec<u16> = answers.iter().map(|(s, _)| *s).collect();
+        statuses.sort();
+        // One revocation wins; the other counts the admins after it and is
+        // refused as the last admin (both keys were checked before either
+        // transaction, so neither is a 401).
+        assert_eq!(statuses, [200, 409], "round {round}: {answers:?}");
+        let active: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM api_clients WHERE role = 'admin' AND revoked_at IS NULL",
+        )
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+        assert_eq!(active, 1, "round {round}");
+        // Make room for the next round: every admin out of the way.
+        sqlx::query("UPDATE api_clients SET role = 'booker' WHERE role = 'admin'")
+            .execute(&db.admin)
+            .await
+            .unwrap();
+    }
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn the_bootstrap_admin_is_installed_once_rekeyed_by_a_new_secret_and_stays_revoked_otherwise()
+{
+    let db = TestDb::new().await;
+    let app = db.app_in(AuthMode::ApiKey, 0);
+    let first = Secret::new("Ab3".repeat(16));
+    install_bootstrap_admin(&db.admin, &first).await.unwrap();
+    install_bootstrap_admin(&db.admin, &first).await.unwrap();
+    let rows: Vec<(u64, String)> =
+        sqlx::query_as("SELECT id, role FROM api_clients WHERE name = 'bootstrap-admin'")
+            .fetch_all(&db.admin)
+            .await
+            .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].1, "admin");
+    let admin = TestClient {
+        id: shared::clients::ClientId(rows[0].0),
+        key: first.expose().into(),
+    };
+    assert_eq!(list(&app, &admin).await.0, 200);
+
+    // Revoked (another admin exists): a redeploy with the same secret
+    // does not bring it back.
+    let other = db.client("ops", Role::Admin, None).await;
+    assert_eq!(revoke(&app, &other, &admin.id.to_string()).await.0, 200);
+    install_bootstrap_admin(&db.admin, &first).await.unwrap();
+    let fresh = db.app_in(AuthMode::ApiKey, 0);
+    assert_eq!(list(&fresh, &admin).await.0, 401);
+    // A rotated secret re-keys it and lifts the revocation; the old key
+    // is dead.
+    let second = Secret::new("Zx9_".repeat(10));
+    install_bootstrap_admin(&db.admin, &second).await.unwrap();
+    let rotated = TestClient {
+        id: admin.id,
+        key: second.expose().into(),
+    };
+    let fresh = db.app_in(AuthMode::ApiKey, 0);
+    assert_eq!(list(&fresh, &rotated).await.0, 200);
+    assert_eq!(list(&fresh, &admin).await.0, 401);
+    // A secret that is not a key is refused, and nothing changes.
+    assert!(
+        install_bootstrap_admin(&db.admin, &Secret::new("short"))
+            .await
+            .is_err()
+    );
+    db.drop().await;
+}

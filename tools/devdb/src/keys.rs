@@ -1,0 +1,63 @@
+//! `make dev`'s clients: an admin and a booker, with keys kept for the
+//! developer in a git-ignored file (`DEV_KEYS_FILE`, default
+//! `.dev-keys.env`), so that they survive restarts and can be sourced by a
+//! shell: `. ./.dev-keys.env && curl -H "Authorization: Bearer $BOOKER_KEY" …`.
+
+use shared::clients::admin::install_key;
+use shared::clients::{ApiKey, Role};
+use sqlx::MySqlPool;
+use std::path::PathBuf;
+
+const CLIENTS: [(&str, &str, Role); 2] = [
+    ("ADMIN_KEY", "dev-admin", Role::Admin),
+    ("BOOKER_KEY", "dev-booker", Role::Booker),
+];
+
+pub fn file() -> PathBuf {
+    std::env::var_os("DEV_KEYS_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".dev-keys.env"))
+}
+
+/// Makes sure both clients exist with the file's keys (new keys when the
+/// file has none), writes the file and prints the keys.
+pub async fn ensure(pool: &MySqlPool) -> Result<(), Box<dyn std::error::Error>> {
+    let path = file();
+    let kept = std::fs::read_to_string(&path).unwrap_or_default();
+    let mut lines =
+        vec!["# make dev's API keys (git-ignored). Source it: . ./.dev-keys.env".to_string()];
+    for (variable, name, role) in CLIENTS {
+        let key = kept
+            .lines()
+            .filter_map(|line| line.strip_prefix(variable)?.strip_prefix('='))
+            .find_map(ApiKey::parse);
+        let key = match key {
+            Some(key) => key,
+            None => ApiKey::generate()?,
+        };
+        // Re-keys the client if the database knew another key (a fresh
+        // database, or a deleted file): the file always works.
+        install_key(pool, name, role, &key).await?;
+        lines.push(format!("{variable}={}", key.expose()));
+    }
+    let text = lines.join("\n") + "\n";
+    write_private(&path, &text)?;
+    println!("devdb: API keys (kept in {}):", path.display());
+    for line in &lines[1..] {
+        println!("devdb:   {line}");
+    }
+    Ok(())
+}
+
+/// Only the developer may read the keys.
+fn write_private(path: &PathBuf, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
+}
