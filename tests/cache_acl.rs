@@ -1,12 +1,14 @@
 //! The cache user's access string, as template.yaml gives it to
 //! ElastiCache, on a Redis of the test's own: the availability cache works
 //! through it in full (hit, miss, invalidation: GET, SET, DEL, INCR, Lua
-//! scripts, MULTI/EXEC), anything else is refused, and a connection that has
+//! scripts, MULTI/EXEC) and so do rate limits (TIME in a script), anything
+//! else is refused, and a connection that has
 //! not authenticated as that user (the disabled `default` user) gets
 //! nothing.
 
 use redis::aio::MultiplexedConnection;
-use shared::cache::{self, AvailabilityCache, CacheSettings};
+use shared::cache::{self, Admission, AvailabilityCache, CacheSettings, Limit};
+use shared::clients::ClientId;
 use shared::config::Secret;
 use shared::{App, Booking, Config, http};
 use slot_booking_tests::private_redis::PrivateRedis;
@@ -110,10 +112,8 @@ async fn the_cache_works_in_full_as_the_template_user_and_nothing_else_does() {
         ..db.config(Duration::from_secs(300))
     };
     let pool = shared::db::connect_lazy(&db.url, 1).expect("pool");
-    let app = App {
-        booking: Booking::new(pool, config.hold_ttl, Some(cache)),
-        config,
-    };
+    let booking = Booking::new(pool, config.hold_ttl, Some(cache));
+    let app = App::assemble(config, booking);
     let slot = db.insert_slot(3).await;
     let x_cache = |response: lambda_http::Response<lambda_http::Body>| {
         let value = response.headers()["x-cache"].to_str().unwrap().to_string();
@@ -147,6 +147,19 @@ async fn the_cache_works_in_full_as_the_template_user_and_nothing_else_does() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(x_cache(availability().await), "miss");
     assert_eq!(x_cache(availability().await), "hit");
+    // The rate limiter's script (TIME, GET, SET PX): one client at 1/s
+    // has a burst of 2, then waits; refused only because it really is over.
+    let cache = app.booking.cache().expect("cache");
+    let limit = Limit {
+        client: ClientId(7),
+        rate: 1,
+    };
+    assert_eq!(cache.admit(limit).await, Admission::Admitted);
+    assert_eq!(cache.admit(limit).await, Admission::Admitted);
+    assert!(
+        matches!(cache.admit(limit).await, Admission::Refused(_)),
+        "over the burst"
+    );
     // The keys are where the template lets them be.
     let mut admin = connect(&admin_url(&server)).await;
     let keys: Vec<String> = redis::cmd("KEYS")
