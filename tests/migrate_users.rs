@@ -1,9 +1,11 @@
-//! The migrate function's user step against the real MariaDB: the
-//! application user it keeps may read and write rows (the API and the
-//! sweeper work as it) and nothing else; the step is idempotent, takes a
-//! rotated password, and takes back privileges granted beyond DML.
+//! What the migrate function keeps besides the schema, against the real
+//! MariaDB: the application user, which may read and write rows (the API
+//! and the sweeper work as it) and nothing else (the step is idempotent,
+//! takes a rotated password, and takes back privileges granted beyond DML);
+//! and the first admin key from its secret.
 
 use shared::booking::SweepLimits;
+use shared::clients::ApiKey;
 use shared::config::Secret;
 use shared::migrate::users::AppUser;
 use shared::migrate::{self, Request, Status, Target};
@@ -64,6 +66,13 @@ async fn deploy(db: &TestDb, user: &UniqueUser, password: &str) -> String {
         app_user: Some(AppUser::new(&user.name, Secret::new(password)).expect("user")),
         bootstrap_admin: None,
     };
+    let reason = decide(target).await.expect("SUCCESS");
+    assert!(!reason.contains(password), "{reason}");
+    reason
+}
+
+/// The migrate function's decision on an Update: `Ok(reason)` on SUCCESS.
+async fn decide(target: Target) -> Result<String, String> {
     let request = Request::from_event(&serde_json::json!({
         "RequestType": "Update",
         "ResponseURL": "https://example.invalid/r",
@@ -73,9 +82,10 @@ async fn deploy(db: &TestDb, user: &UniqueUser, password: &str) -> String {
     }));
     let response =
         migrate::decide(&request, async move { Ok(target) }, Duration::from_secs(30)).await;
-    assert_eq!(response.status, Status::Success, "{}", response.reason);
-    assert!(!response.reason.contains(password), "{}", response.reason);
-    response.reason
+    match response.status {
+        Status::Success => Ok(response.reason),
+        Status::Failed => Err(response.reason),
+    }
 }
 
 /// `mysql://user:password@host:port/database` on the test server.
@@ -311,4 +321,39 @@ async fn a_rotated_password_and_extra_grants_are_set_right_on_the_next_deploy() 
     // And the next deploy finds nothing to take back.
     let reason = deploy(&db, &user, rotated).await;
     assert!(!reason.contains("revoked"), "{reason}");
+}
+
+#[tokio::test]
+async fn the_first_admin_key_is_installed_as_bootstrap_admin_and_a_bad_one_fails_the_deploy() {
+    let db = TestDb::new().await;
+    let key = "K3yFromSecretsManager0123456789abcdefABCDEFghijk";
+    assert_eq!(key.len(), 48);
+    let target = |key: &str| Target {
+        options: shared::db::url_options(&db.url).expect("options"),
+        app_user: None,
+        bootstrap_admin: Some(Secret::new(key)),
+    };
+    let expected = ApiKey::parse(key).expect("a valid key").hash();
+    for _ in 0..2 {
+        // Every deploy installs it again: one client, the same hash.
+        let reason = decide(target(key)).await.expect("SUCCESS");
+        assert!(reason.ends_with("; first admin key installed"), "{reason}");
+        assert!(!reason.contains(key), "{reason}");
+        let rows: Vec<(String, String, Option<chrono::NaiveDateTime>)> = sqlx::query_as(
+            "SELECT CAST(role AS CHAR), key_hash, revoked_at FROM api_clients \
+             WHERE name = 'bootstrap-admin'",
+        )
+        .fetch_all(&db.admin)
+        .await
+        .expect("api_clients");
+        assert_eq!(rows, [("admin".into(), expected.as_str().into(), None)]);
+    }
+    // A secret that is no API key fails the deploy, without showing it.
+    let bad = "not a key: s3cret";
+    let reason = decide(target(bad)).await.expect_err("FAILED");
+    assert!(
+        reason.starts_with("cannot install the first admin key"),
+        "{reason}"
+    );
+    assert!(!reason.contains("s3cret"), "{reason}");
 }

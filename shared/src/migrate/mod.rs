@@ -259,7 +259,7 @@ where
     let lock_wait = retry_budget.saturating_sub(started.elapsed());
     let outcome = runner::run(&mut conn, &migrator, lock_wait).await;
     let kept = match &outcome {
-        Ok(_) => target::keep(&mut conn, &wanted).await,
+        Ok(_) => target::keep(&mut conn, &options, &wanted).await,
         Err(_) => Ok(String::new()),
     };
     conn.close().await.ok();

@@ -103,6 +103,7 @@ pub async fn target_from_env() -> Result<Target, String> {
 /// was done, as a tail for the response's reason.
 pub(super) async fn keep(
     conn: &mut sqlx::MySqlConnection,
+    options: &MySqlConnectOptions,
     target: &Target,
 ) -> Result<String, String> {
     let mut kept = String::new();
@@ -120,6 +121,13 @@ pub(super) async fn keep(
         if !outcome.revoked.is_empty() {
             kept.push_str(&format!(" (revoked {:?})", outcome.revoked));
         }
+    }
+    if let Some(key) = &target.bootstrap_admin {
+        let pool = db::connect_lazy_with(options.clone(), 1);
+        let installed = crate::clients::install_bootstrap_admin(&pool, key).await;
+        pool.close().await;
+        installed.map_err(|err| format!("cannot install the first admin key: {err}"))?;
+        kept.push_str("; first admin key installed");
     }
     Ok(kept)
 }
