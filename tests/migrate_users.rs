@@ -310,7 +310,7 @@ async fn a_rotated_password_and_extra_grants_are_set_right_on_the_next_deploy() 
         assert!(reason.contains(extra), "{extra} not revoked: {reason}");
     }
     let old = connect_as(&db, &user.name, "First0Generated0Password0xY12345").await;
-    let err = old.err().expect("the old password is refused");
+    let err = old.expect_err("the old password is refused");
     assert!(err.to_string().contains("Access denied"), "{err}");
     let mut conn = connect_as(&db, &user.name, rotated)
         .await
