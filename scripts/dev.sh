@@ -26,6 +26,11 @@ sweeper() {
     until scripts/wait-http.sh "http://127.0.0.1:$port/" 5 2>/dev/null; do
         kill -0 "$watch" 2>/dev/null || return 0
     done
+    # The keys again, now that the server's start-up lines are past.
+    if [ -r "${DEV_KEYS_FILE:-.dev-keys.env}" ]; then
+        echo "dev: serving http://127.0.0.1:$port; API keys (. ./${DEV_KEYS_FILE:-.dev-keys.env}):"
+        grep -E '^[A-Z_]+=' "${DEV_KEYS_FILE:-.dev-keys.env}" | sed 's/^/dev:   /'
+    fi
     local next=$SECONDS out
     while kill -0 "$watch" 2>/dev/null; do
         if out=$(cargo lambda invoke sweep --invoke-address 127.0.0.1 --invoke-port "$port" \

@@ -264,3 +264,69 @@ async fn the_bootstrap_admin_is_installed_once_rekeyed_by_a_new_secret_and_stays
     );
     db.drop().await;
 }
+
+#[tokio::test]
+async fn a_part_one_database_migrates_with_its_holds_owned_by_anonymous_and_still_served() {
+    use sqlx::Connection;
+    let db = TestDb::new().await;
+    let server = format!("{}/{}_old", db.server, db.name);
+    let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{}_old`", db.name)))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let mut old = sqlx::MySqlConnection::connect(&server).await.unwrap();
+    // The schema before clients: every migration before api_clients.
+    let before: Vec<_> = shared::db::MIGRATOR
+        .iter()
+        .filter(|m| !m.description.contains("api clients"))
+        .cloned()
+        .collect();
+    assert_eq!(before.len(), shared::db::MIGRATOR.iter().count() - 1);
+    let part_one = sqlx::migrate::Migrator::with_migrations(before);
+    shared::migrate::runner::run(&mut old, &part_one, std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO slots (starts_at, ends_at, capacity, remaining, held) \
+         VALUES ('2030-01-01 08:00:00', '2030-01-01 09:00:00', 3, 2, 1)",
+    )
+    .execute(&mut old)
+    .await
+    .unwrap();
+    let key = new_key();
+    sqlx::query(
+        "INSERT INTO holds (slot_id, idempotency_key, status, expires_at) VALUES \
+         (1, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR), \
+         (1, UUID(), 'confirmed', UTC_TIMESTAMP(6) - INTERVAL 1 HOUR)",
+    )
+    .bind(key.as_str())
+    .execute(&mut old)
+    .await
+    .unwrap();
+    // Now the whole set, as a deploy runs it.
+    shared::migrate::runner::run(&mut old, &shared::migrate::migrator(), std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    let owners: Vec<u64> = sqlx::query_scalar("SELECT client_id FROM holds ORDER BY id")
+        .fetch_all(&mut old)
+        .await
+        .unwrap();
+    assert_eq!(owners, [1, 1], "anonymous owns the seed's holds");
+    // In open mode the seed's clients keep their holds: the key replays.
+    let app = App::new(shared::Config {
+        database_url: server.clone(),
+        ..db.app_in(AuthMode::Open, 0).config.clone()
+    })
+    .unwrap();
+    let (status, hold) = read(http::hold(&app, hold_request("1", Some(key.as_str()))).await.unwrap());
+    assert_eq!((status, hold["id"].as_u64()), (200, Some(1)), "{hold}");
+    let (status, _) = read(http::confirm(&app, confirm_request("1")).await.unwrap());
+    assert_eq!(status, 200);
+    old.close().await.ok();
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE `{}_old`", db.name)))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    db.drop().await;
+}

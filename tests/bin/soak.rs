@@ -11,6 +11,7 @@
 use slot_booking_tests::traffic::{Tally, Traffic};
 use slot_booking_tests::watch::{cargo_run_env, workspace_root};
 use slot_booking_tests::{TestDb, redis_url, scenarios};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,7 +48,9 @@ async fn main() {
         .expect("a free port")
         .port();
     let log = workspace_root().join(format!("target/soak-{port}.log"));
-    let mut dev = start_dev(port, &db.url, &log);
+    // `make dev`'s keys for this database, apart from the developer's.
+    let keys = workspace_root().join(format!("target/soak-{port}.keys.env"));
+    let mut dev = start_dev(port, &db.url, &log, &keys);
     let base = format!("http://127.0.0.1:{port}");
     if let Err(e) = ready(&base, &mut dev).await {
         stop(&mut dev).await;
@@ -56,7 +59,16 @@ async fn main() {
         std::process::exit(1);
     }
 
-    let traffic = Arc::new(Traffic::new(&base, slots));
+    let booker = match dev_key(&keys, "BOOKER_KEY") {
+        Some(key) => format!("Bearer {key}"),
+        None => {
+            stop(&mut dev).await;
+            db.drop().await;
+            eprintln!("soak: make dev wrote no BOOKER_KEY to {}", keys.display());
+            std::process::exit(1);
+        }
+    };
+    let traffic = Arc::new(Traffic::new(&base, slots, &booker));
     let started = Instant::now();
     let length = Duration::from_secs(minutes * 60);
     let mut bursts = 0;
@@ -98,7 +110,7 @@ async fn main() {
 /// `make dev` exactly as a developer runs it, on this port and database,
 /// in its own process group so that stopping it stops every instance.
 /// `--ignore-changes`: editing the tree during a soak must not rebuild.
-fn start_dev(port: u16, database_url: &str, log: &std::path::Path) -> Child {
+fn start_dev(port: u16, database_url: &str, log: &Path, keys: &Path) -> Child {
     let file = std::fs::File::create(log).expect("soak log");
     let mut make = Command::new("make");
     for (name, _) in cargo_run_env() {
@@ -112,6 +124,10 @@ fn start_dev(port: u16, database_url: &str, log: &std::path::Path) -> Child {
         .current_dir(workspace_root())
         // Holds expire within a gap, so the sweeper has seats to give back.
         .env("HOLD_TTL_SECONDS", "30")
+        .env("DEV_KEYS_FILE", keys)
+        // Bursts come from one booker, faster than its default 20/s: the
+        // soak is about the server, the limits have their own tests.
+        .env("RATE_LIMIT_PER_SECOND", "0")
         .stdin(Stdio::null())
         .stdout(file.try_clone().expect("log"))
         .stderr(file)
@@ -119,6 +135,14 @@ fn start_dev(port: u16, database_url: &str, log: &std::path::Path) -> Child {
         .kill_on_drop(true)
         .spawn()
         .expect("start make dev")
+}
+
+/// A key `make dev` printed and kept in its keys file.
+fn dev_key(file: &Path, variable: &str) -> Option<String> {
+    std::fs::read_to_string(file)
+        .ok()?
+        .lines()
+        .find_map(|line| Some(line.strip_prefix(variable)?.strip_prefix('=')?.to_string()))
 }
 
 /// Ready when an unknown route answers the API's JSON 404: the emulator

@@ -82,9 +82,17 @@ impl Call {
 }
 
 impl Traffic {
-    pub fn new(base: &str, slots: Vec<u64>) -> Self {
+    /// Traffic to `base`, every request with `authorization` (a booker's
+    /// `Bearer` key) unless it tests a bad one.
+    pub fn new(base: &str, slots: Vec<u64>, authorization: &str) -> Self {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            authorization.parse().expect("header value"),
+        );
         let http = reqwest::Client::builder()
             .timeout(ANSWER_WITHIN)
+            .default_headers(headers)
             .build()
             .expect("HTTP client");
         Self {
@@ -170,7 +178,7 @@ impl Traffic {
                 (format!("{method} {path}"), request, true)
             }
             Call::BadInput => {
-                let (label, request) = match pick % 5 {
+                let (label, request) = match pick % 6 {
                     0 => (
                         "hold without key",
                         http.post(format!("{base}/slots/{slot}/hold")),
@@ -183,6 +191,12 @@ impl Traffic {
                     2 => (
                         "confirm abc",
                         http.post(format!("{base}/holds/abc/confirm")),
+                    ),
+                    4 => (
+                        "hold with an unknown API key",
+                        http.post(format!("{base}/slots/{slot}/hold"))
+                            .header("authorization", format!("Bearer {}", "u".repeat(40)))
+                            .header("idempotency-key", uuid::Uuid::new_v4().to_string()),
                     ),
                     3 => (
                         "hold on a missing slot",
@@ -233,6 +247,9 @@ impl Traffic {
             Some("a body that is not JSON")
         } else if must_be_404 && (status, reason.as_deref()) != (404, Some("not_found")) {
             Some("not the API's 404")
+        } else if (status == 401) != (label == "hold with an unknown API key") {
+            // The booker's key works everywhere; a key nobody has nowhere.
+            Some("the wrong answer to the key sent")
         } else if status >= 500 && (status, reason.as_deref()) != (503, Some("service_unavailable"))
         {
             Some("an undocumented 5xx")
