@@ -271,10 +271,13 @@ async fn a_part_one_database_migrates_with_its_holds_owned_by_anonymous_and_stil
     let db = TestDb::new().await;
     let server = format!("{}/{}_old", db.server, db.name);
     let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{}_old`", db.name)))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE `{}_old`",
+        db.name
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
     let mut old = sqlx::MySqlConnection::connect(&server).await.unwrap();
     // The schema before clients: every migration before api_clients.
     let before: Vec<_> = shared::db::MIGRATOR
@@ -305,9 +308,13 @@ async fn a_part_one_database_migrates_with_its_holds_owned_by_anonymous_and_stil
     .await
     .unwrap();
     // Now the whole set, as a deploy runs it.
-    shared::migrate::runner::run(&mut old, &shared::migrate::migrator(), std::time::Duration::from_secs(5))
-        .await
-        .unwrap();
+    shared::migrate::runner::run(
+        &mut old,
+        &shared::migrate::migrator(),
+        std::time::Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
     let owners: Vec<u64> = sqlx::query_scalar("SELECT client_id FROM holds ORDER BY id")
         .fetch_all(&mut old)
         .await
@@ -319,14 +326,21 @@ async fn a_part_one_database_migrates_with_its_holds_owned_by_anonymous_and_stil
         ..db.app_in(AuthMode::Open, 0).config.clone()
     })
     .unwrap();
-    let (status, hold) = read(http::hold(&app, hold_request("1", Some(key.as_str()))).await.unwrap());
+    let (status, hold) = read(
+        http::hold(&app, hold_request("1", Some(key.as_str())))
+            .await
+            .unwrap(),
+    );
     assert_eq!((status, hold["id"].as_u64()), (200, Some(1)), "{hold}");
     let (status, _) = read(http::confirm(&app, confirm_request("1")).await.unwrap());
     assert_eq!(status, 200);
     old.close().await.ok();
-    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE `{}_old`", db.name)))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE `{}_old`",
+        db.name
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
     db.drop().await;
 }
