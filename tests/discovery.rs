@@ -21,7 +21,7 @@
 use aws_config::retry::RetryConfig;
 use aws_config::{Region, SdkConfig};
 use shared::aws::{self, discover_cache};
-use shared::config::{CacheSource, DatabaseSource, ProxyDatabase, Settings};
+use shared::config::{CacheSource, CacheUser, DatabaseSource, ProxyDatabase, Settings};
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -33,6 +33,9 @@ const SERVERLESS_ENDPOINT: &str = "sb-cache-x1y2z3.serverless.use1.cache.amazona
 const SECRET_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sb-db-AbCdEf";
 const BROKEN_SECRET_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:broken";
 const PASSWORD: &str = "Pw0rdFromSecretsManager9x";
+const CACHE_SECRET_ARN: &str =
+    "arn:aws:secretsmanager:us-east-1:123456789012:secret:sb-cache-GhIjKl";
+const CACHE_PASSWORD: &str = "CachePw0rdFromSecretsManager7q";
 
 // ---------------------------------------------------------------------------
 // The recorded stand-in.
@@ -177,6 +180,17 @@ fn answer(
             ("secretsmanager.GetSecretValue", Some(SECRET_ARN)) => {
                 (seen, "200 OK", json, get_secret_value(SECRET_ARN, &secret_string()))
             }
+            // The template's cache secret: a generation marker and the password.
+            ("secretsmanager.GetSecretValue", Some(CACHE_SECRET_ARN)) => (
+                seen,
+                "200 OK",
+                json,
+                get_secret_value(
+                    CACHE_SECRET_ARN,
+                    &serde_json::json!({"generation": "1", "password": CACHE_PASSWORD})
+                        .to_string(),
+                ),
+            ),
             ("secretsmanager.GetSecretValue", Some(BROKEN_SECRET_ARN)) => (
                 seen,
                 "200 OK",
@@ -417,6 +431,8 @@ fn settings(database: DatabaseSource, cache: CacheSource) -> Settings {
         cache_ttl: Duration::from_secs(10),
         hold_ttl: Duration::from_secs(300),
         access: Default::default(),
+        cache_namespace: "slot_booking".into(),
+        cache_user: None,
     }
 }
 
@@ -452,7 +468,7 @@ async fn a_serverless_cache_is_found_by_name() {
 }
 
 #[tokio::test]
-async fn a_replication_group_is_the_fallback() {
+async fn a_replication_group_is_the_fallback_but_never_in_plaintext() {
     let stand_in = StandIn::start().await;
     let sdk = sdk(&stand_in.url).await;
     // Cluster mode: the configuration endpoint; TLS on: rediss.
@@ -460,11 +476,16 @@ async fn a_replication_group_is_the_fallback() {
         discover_cache(&sdk, "rg-cluster").await.expect("cluster"),
         "rediss://clustercfg.rg-cluster.abc123.use1.cache.amazonaws.com:6379"
     );
-    // One shard: the primary endpoint of the first node group; TLS off.
-    assert_eq!(
-        discover_cache(&sdk, "rg-plain").await.expect("plain"),
-        "redis://master.rg-plain.abc123.use1.cache.amazonaws.com:6379"
+    // TLS off: refused, not redis://.
+    let err = discover_cache(&sdk, "rg-plain")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("in-transit encryption off") && err.contains("rg-plain"),
+        "{err}"
     );
+    assert!(!err.contains("master.rg-plain"), "no URL handed out: {err}");
     assert_eq!(
         stand_in.operations(),
         [
@@ -635,6 +656,66 @@ async fn an_unreadable_secret_stops_the_start_without_showing_it() {
     assert!(err.contains("ResourceNotFoundException"), "{err}");
 }
 
+#[tokio::test]
+async fn the_cache_users_password_is_read_from_its_secret() {
+    let stand_in = StandIn::start().await;
+    let sdk = sdk(&stand_in.url).await;
+    let resolved = Settings {
+        cache_user: Some(CacheUser {
+            name: "sb-app-1".into(),
+            secret_arn: CACHE_SECRET_ARN.into(),
+        }),
+        ..settings(local_database(), CacheSource::Discover("sb-cache".into()))
+    }
+    .resolve_with(&sdk)
+    .await
+    .expect("resolved");
+    assert_eq!(
+        resolved.config.redis_url.as_deref(),
+        Some(format!("rediss://{SERVERLESS_ENDPOINT}:6379").as_str())
+    );
+    assert_eq!(resolved.config.cache_user.as_deref(), Some("sb-app-1"));
+    assert_eq!(
+        resolved.cache_password.as_ref().map(|p| p.expose()),
+        Some(CACHE_PASSWORD)
+    );
+    assert!(!format!("{resolved:?}").contains(CACHE_PASSWORD));
+    let call = stand_in
+        .seen()
+        .into_iter()
+        .find(|s| s.operation == "secretsmanager.GetSecretValue")
+        .expect("GetSecretValue");
+    assert_eq!(call.params["SecretId"], CACHE_SECRET_ARN);
+    // The app builds its cache client as that user (lazily: no connection).
+    let app = shared::App::with_passwords(resolved.config, None, resolved.cache_password.as_ref())
+        .expect("app");
+    assert!(app.booking.cache().is_some());
+}
+
+#[tokio::test]
+async fn an_unreadable_cache_secret_leaves_the_cache_off() {
+    let stand_in = StandIn::start().await;
+    let sdk = sdk(&stand_in.url).await;
+    let resolved = Settings {
+        cache_user: Some(CacheUser {
+            name: "sb-app-1".into(),
+            secret_arn: "arn:aws:secretsmanager:us-east-1:1:secret:gone".into(),
+        }),
+        ..settings(
+            local_database(),
+            CacheSource::Url(format!("rediss://{SERVERLESS_ENDPOINT}:6379")),
+        )
+    }
+    .resolve_with(&sdk)
+    .await
+    .expect("a cache without its password does not stop the function");
+    assert_eq!(resolved.config.redis_url, None);
+    assert_eq!(resolved.config.cache_user, None);
+    assert!(resolved.cache_password.is_none());
+    let app = shared::App::new(resolved.config).expect("app without cache");
+    assert!(app.booking.cache().is_none());
+}
+
 // ---------------------------------------------------------------------------
 // Discovery against moto.
 // ---------------------------------------------------------------------------
@@ -748,20 +829,18 @@ async fn moto_replication_groups_are_discovered_by_name() {
         .replication_group()
         .and_then(|g| g.configuration_endpoint())
         .expect("configuration endpoint");
-    let expected = format!(
-        "redis://{}:{}",
-        configuration.address().unwrap(),
-        configuration.port().unwrap()
-    );
     assert!(
-        expected.starts_with("redis://clustercfg.sb-rg-cluster."),
-        "{expected}"
+        configuration
+            .address()
+            .unwrap()
+            .starts_with("clustercfg.sb-rg-cluster."),
+        "{configuration:?}"
     );
-    assert_eq!(
-        discover_cache(&sdk, "sb-rg-cluster")
-            .await
-            .expect("cluster"),
-        expected
+    // Created without in-transit encryption: never handed out as redis://.
+    let err = discover_cache(&sdk, "sb-rg-cluster").await.unwrap_err();
+    assert!(
+        err.to_string().contains("in-transit encryption off"),
+        "{err}"
     );
 
     let err = discover_cache(&sdk, "sb-rg-missing").await.unwrap_err();
@@ -807,6 +886,9 @@ async fn cold_start(stand_in: &StandIn, cache_name: &str) -> (bool, String) {
         .env("DATABASE_URL", "")
         .env("REDIS_URL", "")
         .env("CACHE_NAME", cache_name)
+        .env("CACHE_USER", "sb-app-1")
+        .env("CACHE_SECRET_ARN", CACHE_SECRET_ARN)
+        .env("CACHE_NAMESPACE", "sb-stack")
         .env("SLOT_AVAILABILITY_CACHE_TTL", "10")
         .env("HOLD_TTL_SECONDS", "300")
         .env("RUST_LOG", "info")
@@ -858,8 +940,21 @@ async fn a_cold_start_from_the_template_environment() {
         )),
         "{output}"
     );
+    assert!(
+        output.contains("CHILD_CONFIG cache_user=Some(\"sb-app-1\")"),
+        "{output}"
+    );
+    assert!(
+        output.contains("CHILD_CONFIG cache_namespace=sb-stack:slot_booking"),
+        "{output}"
+    );
     assert!(output.contains("CHILD_PASSWORD matches"), "{output}");
+    assert!(output.contains("CHILD_CACHE_PASSWORD matches"), "{output}");
     assert!(!output.contains(PASSWORD), "the password leaked: {output}");
+    assert!(
+        !output.contains(CACHE_PASSWORD),
+        "the cache password leaked: {output}"
+    );
 
     // A cache that cannot be found: a warning, and the function runs on.
     let (ok, output) = cold_start(&stand_in, "no-such-cache").await;
@@ -877,16 +972,18 @@ async fn a_cold_start_from_the_template_environment() {
     assert!(!output.contains(PASSWORD), "the password leaked: {output}");
 
     // Both children reached the stand-in through AWS_ENDPOINT_URL (each
-    // reads the secret twice: App::from_env, then its own check).
+    // reads both secrets twice: App::from_env, then its own check).
     let operations = stand_in.operations();
-    assert_eq!(
-        operations
+    let reads = |arn: &str| {
+        stand_in
+            .seen()
             .iter()
-            .filter(|o| *o == "secretsmanager.GetSecretValue")
-            .count(),
-        4,
-        "{operations:?}"
-    );
+            .filter(|s| s.operation == "secretsmanager.GetSecretValue")
+            .filter(|s| s.params.get("SecretId").map(String::as_str) == Some(arn))
+            .count()
+    };
+    assert_eq!(reads(SECRET_ARN), 4, "{operations:?}");
+    assert_eq!(reads(CACHE_SECRET_ARN), 4, "{operations:?}");
     assert!(
         operations.iter().any(|o| o == "DescribeReplicationGroups"),
         "{operations:?}"
@@ -906,6 +1003,11 @@ async fn child_cold_start() {
     let app = shared::App::from_env().await.expect("cold start");
     println!("CHILD_CONFIG database_url={}", app.config.database_url);
     println!("CHILD_CONFIG redis_url={:?}", app.config.redis_url);
+    println!("CHILD_CONFIG cache_user={:?}", app.config.cache_user);
+    println!(
+        "CHILD_CONFIG cache_namespace={}",
+        app.config.cache_namespace
+    );
     // Check the password here, so the parent never needs to see it.
     let resolved = Settings::from_env()
         .expect("settings")
@@ -915,4 +1017,9 @@ async fn child_cold_start() {
     let password = resolved.database_password.expect("a password");
     assert_eq!(password.expose(), PASSWORD);
     println!("CHILD_PASSWORD matches");
+    if app.config.redis_url.is_some() {
+        let password = resolved.cache_password.expect("a cache password");
+        assert_eq!(password.expose(), CACHE_PASSWORD);
+        println!("CHILD_CACHE_PASSWORD matches");
+    }
 }

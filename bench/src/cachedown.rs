@@ -74,6 +74,8 @@ async fn envs(bench: &Bench, url: &str) -> Result<Vec<App>, String> {
             cache_ttl: Duration::from_secs(10),
             hold_ttl: Duration::from_secs(300),
             access: Default::default(),
+            cache_namespace: bench.name.clone(),
+            cache_user: None,
         })
         .map_err(|e| e.to_string())?;
         sqlx::query("SELECT 1")

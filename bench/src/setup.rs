@@ -148,6 +148,8 @@ impl Bench {
                 cache_ttl: Duration::from_secs(15),
                 hold_ttl: Duration::from_secs(300),
                 access: Default::default(),
+                cache_namespace: self.name.clone(),
+                cache_user: None,
             };
             let app = App::new(config).map_err(|e| e.to_string())?;
             let pool = app.booking.pool().clone();

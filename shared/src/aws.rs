@@ -1,5 +1,5 @@
-//! The two AWS look-ups of a cold start: the database password from
-//! Secrets Manager, and the cache endpoint from the ElastiCache API.
+//! The AWS look-ups of a cold start: passwords (and the first admin key)
+//! from Secrets Manager, and the cache endpoint from the ElastiCache API.
 //!
 //! Each runs once per execution environment, from
 //! [`Settings::resolve`](crate::config::Settings::resolve). The SDK's
@@ -44,22 +44,17 @@ pub async fn load() -> SdkConfig {
     loader().load().await
 }
 
-/// Why the database password could not be read. Never contains the secret.
+/// Why a secret could not be read. Never contains the secret.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read the database secret {secret_arn}: {reason}")]
+#[error("cannot read the secret {secret_arn}: {reason}")]
 pub struct SecretError {
     pub secret_arn: String,
     pub reason: String,
 }
 
-/// Reads the database secret (`DB_SECRET_ARN`): JSON with `password` (and
-/// `username`, which, when present and different from `DB_USER`, only
-/// earns a warning: `DB_USER` names the user).
-pub async fn database_password(
-    sdk: &SdkConfig,
-    secret_arn: &str,
-    user: &str,
-) -> Result<Secret, SecretError> {
+/// The `SecretString` of `secret_arn`, as it is (the first admin key is a
+/// plain generated string).
+pub async fn secret_string(sdk: &SdkConfig, secret_arn: &str) -> Result<Secret, SecretError> {
     let failed = |reason: String| SecretError {
         secret_arn: secret_arn.to_string(),
         reason,
@@ -71,23 +66,40 @@ pub async fn database_password(
         .send()
         .await
         .map_err(|err| failed(describe_sdk_error(&err)))?;
-    let text = output
+    output
         .secret_string()
-        .ok_or_else(|| failed("the secret has no SecretString".into()))?;
-    let secret = parse_secret(text).map_err(|reason| failed(reason.into()))?;
+        .map(Secret::new)
+        .ok_or_else(|| failed("the secret has no SecretString".into()))
+}
+
+/// Reads a credentials secret (the database's `DB_SECRET_ARN`, the cache's
+/// `CACHE_SECRET_ARN`): JSON with `password` and, optionally, `username`,
+/// which, when present and different from `user`, only earns a warning:
+/// the configuration names the user.
+pub async fn password(
+    sdk: &SdkConfig,
+    secret_arn: &str,
+    user: &str,
+) -> Result<Secret, SecretError> {
+    let text = secret_string(sdk, secret_arn).await?;
+    let secret = parse_secret(text.expose()).map_err(|reason| SecretError {
+        secret_arn: secret_arn.to_string(),
+        reason: reason.into(),
+    })?;
     if let Some(username) = &secret.username
         && username != user
     {
         tracing::warn!(
+            secret = %secret_arn,
             secret_user = %username,
-            db_user = %user,
-            "the database secret names another user than DB_USER; connecting as DB_USER"
+            user = %user,
+            "the secret names another user than the configuration; connecting as the configured one"
         );
     }
     Ok(secret.password)
 }
 
-/// The fields of the database secret that matter here.
+/// The fields of a credentials secret that matter here.
 #[derive(Debug)]
 pub struct DatabaseSecret {
     pub username: Option<String>,
@@ -122,9 +134,10 @@ pub struct DiscoveryError {
 }
 
 /// Finds the endpoint of the cache called `name`: first as a serverless
-/// cache (always TLS: `rediss://`), then as a replication group (its
-/// configuration endpoint, else the primary endpoint of its first node
-/// group; `rediss://` when in-transit encryption is on).
+/// cache (always TLS), then as a replication group (its configuration
+/// endpoint, else the primary endpoint of its first node group), which must
+/// have in-transit encryption on. The URL is always `rediss://`: discovery
+/// never falls back to plaintext.
 ///
 /// The replication-group look-up runs only when the serverless one got an
 /// answer from the API (not found, access denied, …): when the API cannot
@@ -144,7 +157,7 @@ pub async fn discover_cache(sdk: &SdkConfig, name: &str) -> Result<String, Disco
         Ok(output) => match output.serverless_caches().first() {
             Some(cache) => {
                 let status = cache.status().unwrap_or("unknown");
-                return match cache.endpoint().and_then(|e| url("rediss", e)) {
+                return match cache.endpoint().and_then(url) {
                     Some(url) => Ok(url),
                     None => Err(failed(format!(
                         "serverless cache has no endpoint yet (status {status})"
@@ -177,11 +190,15 @@ pub async fn discover_cache(sdk: &SdkConfig, name: &str) -> Result<String, Disco
             "{serverless}; DescribeReplicationGroups: no such replication group"
         ))
     })?;
-    let scheme = if group.transit_encryption_enabled() == Some(true) {
-        "rediss"
-    } else {
-        "redis"
-    };
+    // Never plaintext: the cache user's password, and the figures, travel
+    // on this connection.
+    if group.transit_encryption_enabled() != Some(true) {
+        return Err(failed(
+            "replication group has in-transit encryption off: refusing a plaintext (redis://) \
+             connection"
+                .into(),
+        ));
+    }
     group
         .configuration_endpoint()
         .or_else(|| {
@@ -190,7 +207,7 @@ pub async fn discover_cache(sdk: &SdkConfig, name: &str) -> Result<String, Disco
                 .first()
                 .and_then(|node_group| node_group.primary_endpoint())
         })
-        .and_then(|endpoint| url(scheme, endpoint))
+        .and_then(url)
         .ok_or_else(|| {
             failed(format!(
                 "replication group has no endpoint yet (status {})",
@@ -199,10 +216,11 @@ pub async fn discover_cache(sdk: &SdkConfig, name: &str) -> Result<String, Disco
         })
 }
 
-fn url(scheme: &str, endpoint: &Endpoint) -> Option<String> {
+/// The only scheme discovery hands out.
+fn url(endpoint: &Endpoint) -> Option<String> {
     let address = endpoint.address().filter(|a| !a.is_empty())?;
     let port = endpoint.port().unwrap_or(6379);
-    Some(format!("{scheme}://{address}:{port}"))
+    Some(format!("rediss://{address}:{port}"))
 }
 
 /// Nobody answered: timeout or connection failure.

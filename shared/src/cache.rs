@@ -29,8 +29,9 @@
 //! pre-confirm figures back into the cache for a whole TTL.
 
 use crate::error::Error;
+use crate::secret::Secret;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, RedisResult, Script};
+use redis::{AsyncCommands, Client, IntoConnectionInfo, RedisResult, Script};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,6 +116,25 @@ impl CacheSettings {
     }
 }
 
+/// The cache client for `url`, authenticating as `user` with its password
+/// (`AUTH user password` on every connection) when one is given. The
+/// password is set on the connection info, never put into a URL.
+pub fn client(url: &str, user: Option<(&str, &Secret)>) -> RedisResult<Client> {
+    let info = url.into_connection_info()?;
+    let info = match user {
+        Some((name, password)) => {
+            let redis = info
+                .redis_settings()
+                .clone()
+                .set_username(name)
+                .set_password(password.expose());
+            info.set_redis_settings(redis)
+        }
+        None => info,
+    };
+    Client::open(info)
+}
+
 #[derive(Clone)]
 pub struct AvailabilityCache {
     link: Link,
@@ -126,7 +146,12 @@ impl AvailabilityCache {
     /// Connects lazily: a cache that is down never fails a cold start.
     /// Must be called inside a Tokio runtime.
     pub fn new(url: &str, namespace: &str, settings: CacheSettings) -> RedisResult<Self> {
-        let client = redis::Client::open(url)?;
+        Ok(Self::with_client(client(url, None)?, namespace, settings))
+    }
+
+    /// [`AvailabilityCache::new`] with a client already built (see
+    /// [`client`]: a user and its password).
+    pub fn with_client(client: Client, namespace: &str, settings: CacheSettings) -> Self {
         let keys = Arc::new(Keys::new(namespace));
         let link = Link::new(
             client,
@@ -135,11 +160,11 @@ impl AvailabilityCache {
             settings.max_backoff,
             invalidation(&keys),
         );
-        Ok(Self {
+        Self {
             link,
             keys,
             settings,
-        })
+        }
     }
 
     pub fn keys(&self) -> &Keys {

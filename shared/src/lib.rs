@@ -49,27 +49,47 @@ impl App {
     /// [`App::new`] for a database whose password is kept out of the URL
     /// (RDS Proxy mode: read from Secrets Manager).
     pub fn with_password(config: Config, password: Option<&Secret>) -> Result<Self, StartupError> {
-        let options = db::options_with_password(&config.database_url, password).map_err(|err| {
-            StartupError(format!(
-                "invalid database URL {}: {err}",
-                config::redact_url(&config.database_url)
-            ))
-        })?;
+        Self::with_passwords(config, password, None)
+    }
+
+    /// [`App::with_password`], and the cache user's password
+    /// ([`Config::cache_user`]), from [`Resolved`](config::Resolved).
+    pub fn with_passwords(
+        config: Config,
+        database_password: Option<&Secret>,
+        cache_password: Option<&Secret>,
+    ) -> Result<Self, StartupError> {
+        let options =
+            db::options_with_password(&config.database_url, database_password).map_err(|err| {
+                StartupError(format!(
+                    "invalid database URL {}: {err}",
+                    config::redact_url(&config.database_url)
+                ))
+            })?;
         let pool = db::connect_lazy_with(options, Self::CONNECTIONS_PER_ENVIRONMENT);
         let cache = match &config.redis_url {
-            Some(url) => Some(
-                AvailabilityCache::new(
-                    url,
-                    &config.database_name(),
-                    CacheSettings::new(config.cache_ttl),
-                )
-                .map_err(|err| {
+            Some(url) => {
+                let user = match (&config.cache_user, cache_password) {
+                    (Some(name), Some(password)) => Some((name.as_str(), password)),
+                    (None, _) => None,
+                    (Some(name), None) => {
+                        return Err(StartupError(format!(
+                            "the cache user {name} has no password"
+                        )));
+                    }
+                };
+                let client = cache::client(url, user).map_err(|err| {
                     StartupError(format!(
                         "invalid cache URL {}: {err}",
                         config::redact_url(url)
                     ))
-                })?,
-            ),
+                })?;
+                Some(AvailabilityCache::with_client(
+                    client,
+                    &config.cache_namespace,
+                    CacheSettings::new(config.cache_ttl),
+                ))
+            }
             None => None,
         };
         let booking = Booking::new(pool, config.hold_ttl, cache);
@@ -95,10 +115,16 @@ impl App {
     pub async fn from_env() -> Result<Self, StartupError> {
         let settings = Settings::from_env().map_err(|err| StartupError(err.to_string()))?;
         let resolved = settings.resolve().await?;
-        let app = Self::with_password(resolved.config, resolved.database_password.as_ref())?;
+        let app = Self::with_passwords(
+            resolved.config,
+            resolved.database_password.as_ref(),
+            resolved.cache_password.as_ref(),
+        )?;
         tracing::info!(
             database = %config::redact_url(&app.config.database_url),
             cache = app.config.redis_url.as_deref().map(config::redact_url).as_deref().unwrap_or("off"),
+            cache_namespace = %app.config.cache_namespace,
+            cache_user = app.config.cache_user.as_deref().unwrap_or("none"),
             cache_ttl_s = app.config.cache_ttl.as_secs(),
             hold_ttl_s = app.config.hold_ttl.as_secs(),
             "configuration ready"

@@ -121,6 +121,9 @@ impl TestDb {
                 mode: AuthMode::Open,
                 ..Access::default()
             },
+            // What Settings gives without CACHE_NAMESPACE: cache_keys().
+            cache_namespace: self.name.clone(),
+            cache_user: None,
         }
     }
 

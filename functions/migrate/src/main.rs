@@ -12,7 +12,7 @@ async fn main() -> Result<(), Error> {
         let budget = migrate::retry_budget(event.context.deadline());
         let http = &http;
         async move {
-            migrate::handle(&event.payload, migrate::database_from_env(), budget, http).await?;
+            migrate::handle(&event.payload, migrate::target_from_env(), budget, http).await?;
             Ok::<_, Error>(())
         }
     }))

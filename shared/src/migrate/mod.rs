@@ -2,31 +2,34 @@
 //! (`Custom::Migrations`) that runs the embedded sqlx migrations on every
 //! deploy that changes them, before any API function is updated.
 //!
-//! - `Create` / `Update`: connect (retrying with back-off for a bounded
-//!   time: a new RDS Proxy target or a resuming Aurora writer may refuse
-//!   connections for minutes), run [`MIGRATOR`](crate::db::MIGRATOR) with
-//!   [`runner`] (a bounded lock wait; a half-applied migration is resumed,
-//!   or left alone by an older release a rollback brings back, which also
-//!   ignores newer applied migrations), answer `SUCCESS`; on any failure
-//!   answer `FAILED` with one readable line and no secret.
+//! - `Create` / `Update`: connect as the DDL user (retrying with back-off
+//!   for a bounded time: a new RDS Proxy target or a resuming Aurora writer
+//!   may refuse connections for minutes), run
+//!   [`MIGRATOR`](crate::db::MIGRATOR) with [`runner`] (a bounded lock wait;
+//!   a half-applied migration is resumed, or left alone by an older release
+//!   a rollback brings back, which also ignores newer applied migrations),
+//!   keep the application user ([`users`]), install the first admin key,
+//!   answer `SUCCESS`; on any failure answer `FAILED` with one readable line
+//!   and no secret.
 //! - `Delete`: touch nothing, answer `SUCCESS` (a stack operation never
 //!   drops data).
 //!
 //! The answer is always `PUT` to the request's pre-signed `ResponseURL`
 //! (S3), with an empty `Content-Type` as the signature requires.
 
-use crate::config::{DatabaseSource, Settings};
 use crate::db;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use sqlx::Connection;
 use sqlx::migrate::Migrator;
-use sqlx::mysql::MySqlConnectOptions;
+use sqlx::{ConnectOptions, Connection};
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 pub mod runner;
 mod statements;
+pub mod target;
+pub mod users;
+pub use target::{Target, target_from_env};
 
 /// One resource, one constant id: CloudFormation never sees a
 /// replacement, so it never sends a Delete for an "old" resource.
@@ -141,17 +144,19 @@ pub fn http_client() -> reqwest::Client {
 }
 
 /// Handles one custom resource event end to end: decides, then delivers
-/// the response. `database` yields the connect options; it is awaited only
-/// for Create and Update, so a Delete touches nothing (not even Secrets
-/// Manager). `retry_budget` bounds the connection retries.
-pub async fn handle<F>(
+/// the response. `database` yields the [`Target`] (or just connect
+/// options); it is awaited only for Create and Update, so a Delete touches
+/// nothing (not even Secrets Manager). `retry_budget` bounds the connection
+/// retries.
+pub async fn handle<F, T>(
     event: &Value,
     database: F,
     retry_budget: Duration,
     http: &reqwest::Client,
 ) -> Result<Response, DeliveryError>
 where
-    F: Future<Output = Result<MySqlConnectOptions, String>>,
+    F: Future<Output = Result<T, String>>,
+    T: Into<Target>,
 {
     let request = Request::from_event(event);
     let response = decide(&request, database, retry_budget).await;
@@ -172,9 +177,10 @@ where
 }
 
 /// The response to `request`, without sending it.
-pub async fn decide<F>(request: &Request, database: F, retry_budget: Duration) -> Response
+pub async fn decide<F, T>(request: &Request, database: F, retry_budget: Duration) -> Response
 where
-    F: Future<Output = Result<MySqlConnectOptions, String>>,
+    F: Future<Output = Result<T, String>>,
+    T: Into<Target>,
 {
     match request.request_type.as_str() {
         "Delete" => Response::new(
@@ -184,7 +190,7 @@ where
             Map::new(),
         ),
         "Create" | "Update" => match migrate(database, retry_budget).await {
-            Ok((outcome, version)) => {
+            Ok((outcome, version, kept)) => {
                 let mut data = Map::new();
                 data.insert("SchemaVersion".into(), version.to_string().into());
                 data.insert("Applied".into(), outcome.applied.to_string().into());
@@ -201,6 +207,7 @@ where
                         outcome.left_dirty
                     ));
                 }
+                reason.push_str(&kept);
                 Response::new(request, Status::Success, &reason, data)
             }
             Err(reason) => Response::new(request, Status::Failed, &reason, Map::new()),
@@ -224,29 +231,40 @@ pub fn migrator() -> Migrator {
 
 /// Connects and migrates, waiting for the migration lock no longer than
 /// what is left of `retry_budget` (so the answer still goes out before
-/// Lambda's deadline). `Ok(what it did, latest version)`, or one line saying
+/// Lambda's deadline), then keeps the application user and the first admin
+/// key. `Ok(what it did, latest version, what it kept)`, or one line saying
 /// what failed.
-async fn migrate<F>(database: F, retry_budget: Duration) -> Result<(runner::Outcome, i64), String>
+async fn migrate<F, T>(
+    database: F,
+    retry_budget: Duration,
+) -> Result<(runner::Outcome, i64, String), String>
 where
-    F: Future<Output = Result<MySqlConnectOptions, String>>,
+    F: Future<Output = Result<T, String>>,
+    T: Into<Target>,
 {
-    let options = database.await?;
-    let target = format!("{}:{}", options.get_host(), options.get_port());
+    let wanted: Target = database.await?.into();
+    // No statement is logged: the user step sends a password as a literal.
+    let options = wanted.options.clone().disable_statement_logging();
+    let address = format!("{}:{}", options.get_host(), options.get_port());
     let started = std::time::Instant::now();
     let mut conn = db::connect_with_retry(&options, retry_budget)
         .await
         .map_err(|err| {
             format!(
-                "cannot connect to the database at {target} (gave up after {} s): {err}",
+                "cannot connect to the database at {address} (gave up after {} s): {err}",
                 started.elapsed().as_secs()
             )
         })?;
     let migrator = migrator();
     let lock_wait = retry_budget.saturating_sub(started.elapsed());
     let outcome = runner::run(&mut conn, &migrator, lock_wait).await;
+    let kept = match &outcome {
+        Ok(_) => target::keep(&mut conn, &options, &wanted).await,
+        Err(_) => Ok(String::new()),
+    };
     conn.close().await.ok();
     let version = migrator.iter().map(|m| m.version).max().unwrap_or(0);
-    Ok((outcome?, version))
+    Ok((outcome?, version, kept?))
 }
 
 /// PUTs the response to the pre-signed URL, a few times if S3 hiccups.
@@ -280,28 +298,6 @@ pub async fn deliver(
         tracing::warn!(attempt, error = %last, "custom resource response not accepted");
     }
     Err(DeliveryError::Put(last))
-}
-
-/// The database the Lambda environment names (`DB_*` and the secret, or
-/// `DATABASE_URL`), as connect options. Runs inside the invocation, so a
-/// bad setting is reported to CloudFormation instead of crashing the cold
-/// start (which would leave the stack waiting).
-pub async fn database_from_env() -> Result<MySqlConnectOptions, String> {
-    let settings = Settings::from_env().map_err(|err| err.to_string())?;
-    // The migration function never uses the cache: resolve the database only.
-    let settings = Settings {
-        cache: crate::config::CacheSource::Off,
-        ..settings
-    };
-    if let DatabaseSource::Proxy(proxy) = &settings.database {
-        tracing::info!(host = %proxy.host, port = proxy.port, database = %proxy.name, "migrating through RDS Proxy");
-    }
-    let resolved = settings.resolve().await.map_err(|err| err.to_string())?;
-    db::options_with_password(
-        &resolved.config.database_url,
-        resolved.database_password.as_ref(),
-    )
-    .map_err(|err| format!("invalid database URL: {err}"))
 }
 
 #[cfg(test)]
@@ -350,7 +346,7 @@ mod tests {
     async fn unknown_request_types_fail() {
         let response = decide(
             &request("Rename"),
-            async { Err("not reached".to_string()) },
+            async { Err::<Target, _>("not reached".to_string()) },
             Duration::ZERO,
         )
         .await;
