@@ -48,11 +48,14 @@ lint: ## formatting and clippy, warnings are errors
 
 unit: ## the whole test suite against the real MariaDB and Redis
 	mkdir -p target
-	$(WITH_CARGO_LAMBDA) cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.log
-	@# One closing line for the whole suite (cargo prints one per binary).
-	@awk '/^test result:/ { passed += $$4; failed += $$6 } \
+	@# Every binary runs (--no-fail-fast); the closing line for the whole
+	@# suite (cargo prints one per binary) is written also when tests fail.
+	status=0; $(WITH_CARGO_LAMBDA) cargo test --workspace --no-fail-fast 2>&1 \
+		| tee target/test-output.log || status=$$?; \
+	awk '/^test result:/ { passed += $$4; failed += $$6 } \
 		END { printf "tests: %d passed, %d failed\n", passed, failed }' \
-		target/test-output.log | tee target/test-summary.txt
+		target/test-output.log | tee target/test-summary.txt; \
+	exit $$status
 
 soak: ## `make dev` under bursts of mixed traffic and idle gaps for SOAK_MINUTES (30) minutes: no panic, every request answered
 	SOAK_MINUTES=$(SOAK_MINUTES) cargo run --quiet -p slot-booking-tests --bin soak

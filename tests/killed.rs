@@ -56,6 +56,8 @@ impl Function {
             .envs(api.environment(name))
             .env("DATABASE_URL", &db.url)
             .env("REDIS_URL", "")
+            // Part I's anonymous API: these events carry no key.
+            .env("AUTH_MODE", "open")
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
