@@ -78,6 +78,28 @@ fn reason(body: &[u8]) -> String {
     body["reason"].as_str().unwrap_or_default().to_string()
 }
 
+/// A confirm and a cancel of `hold`, as this caller.
+async fn confirm_and_cancel(
+    app: &App,
+    hold: &str,
+    authorization: Option<&str>,
+) -> [(u16, Option<String>, Vec<u8>); 2] {
+    [
+        call(
+            app,
+            "confirm",
+            authorized(confirm_request(hold), authorization),
+        )
+        .await,
+        call(
+            app,
+            "cancel",
+            authorized(cancel_request(hold), authorization),
+        )
+        .await,
+    ]
+}
+
 async fn held(app: &App, caller: &TestClient, slot: u64) -> u64 {
     let request = authorized(
         hold_request(&slot.to_string(), Some(new_key().as_str())),
@@ -228,20 +250,7 @@ async fn a_strangers_hold_does_not_exist_for_them_but_does_for_its_owner_and_adm
     // The other booker, on the owner's holds: 404, and nothing changes.
     let hold = held(&app, &callers.owner, slot.0).await.to_string();
     let stranger = Some(callers.other.bearer());
-    let on_existing = [
-        call(
-            &app,
-            "confirm",
-            authorized(confirm_request(&hold), stranger.as_deref()),
-        )
-        .await,
-        call(
-            &app,
-            "cancel",
-            authorized(cancel_request(&hold), stranger.as_deref()),
-        )
-        .await,
-    ];
+    let on_existing = confirm_and_cancel(&app, &hold, stranger.as_deref()).await;
     assert_eq!(
         db.count_holds(slot, "status = 'held'").await,
         1,
@@ -260,20 +269,7 @@ async fn a_strangers_hold_does_not_exist_for_them_but_does_for_its_owner_and_adm
         .execute(&db.admin)
         .await
         .unwrap();
-    let on_missing = [
-        call(
-            &app,
-            "confirm",
-            authorized(confirm_request(&hold), stranger.as_deref()),
-        )
-        .await,
-        call(
-            &app,
-            "cancel",
-            authorized(cancel_request(&hold), stranger.as_deref()),
-        )
-        .await,
-    ];
+    let on_missing = confirm_and_cancel(&app, &hold, stranger.as_deref()).await;
     for (existing, missing) in on_existing.iter().zip(&on_missing) {
         assert_eq!(existing.0, 404);
         assert_eq!(
