@@ -126,3 +126,33 @@ async fn an_unlimited_client_and_a_dead_cache_are_never_limited() {
     );
     db.drop().await;
 }
+
+#[tokio::test]
+async fn leased_tokens_never_let_a_fast_client_past_its_limit() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(10_000).await.0;
+    // 100/s: a burst of 200, leases of 5 tokens per environment.
+    let fast = db.client("fast", Role::Booker, Some(100)).await;
+    let apps = environments(&db, &redis_url(), 10).await;
+    let started = Instant::now();
+    let answers = burst(&apps, &fast, 600, Duration::from_secs(1), slot).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let admitted = answers.iter().filter(|(s, _)| *s < 300).count();
+    let most = 200 + (100.0 * elapsed).ceil() as usize;
+    println!("100/s client: {admitted} of 600 admitted in {elapsed:.2} s (limit {most})");
+    assert!(
+        admitted <= most,
+        "{admitted} admitted, the limit allows {most}"
+    );
+    // Lost tokens: at most 4 per environment and lease lifetime.
+    let least = 200 + (100.0 * elapsed) as usize - 4 * 10 * (elapsed / 0.25).ceil() as usize;
+    assert!(
+        admitted >= least,
+        "{admitted} admitted, at least {least} expected"
+    );
+    assert!(
+        answers.iter().all(|(s, _)| *s < 300 || *s == 429),
+        "{answers:?}"
+    );
+    db.drop().await;
+}

@@ -140,6 +140,8 @@ pub struct AvailabilityCache {
     link: Link,
     keys: Arc<Keys>,
     settings: CacheSettings,
+    /// Rate-limit tokens this environment holds (see `limit`).
+    leases: limit::Leases,
 }
 
 impl AvailabilityCache {
@@ -164,6 +166,7 @@ impl AvailabilityCache {
             link,
             keys,
             settings,
+            leases: limit::Leases::default(),
         }
     }
 

@@ -7,37 +7,82 @@
 //! also reads the fresh availability copy when asked, so a limited cache
 //! hit stays one round trip.
 //!
+//! **Leases.** A script costs the cache several times a GET, which a
+//! client sending hundreds of reads a second would pay on every one. So
+//! an environment takes up to [`Limit::lease`] tokens at once (`rate / 20`,
+//! 1 to 100: one token for any rate up to 39/s) and spends them locally
+//! for at most [`LEASE_LIFETIME`]; only then does it ask again. Every
+//! admitted request still spent a token taken from the one shared bucket,
+//! so no client ever gets more than its limit; tokens an environment does
+//! not use in time are lost, so a client may get a little less (at most
+//! `lease − 1` per environment per lease lifetime).
+//!
 //! The cache down means no limit (fail open, with a warning): the limit
 //! protects capacity; the database's own guarantees never depend on it.
 
 use super::AvailabilityCache;
 use crate::clients::ClientId;
-use redis::Script;
+use redis::{AsyncCommands, Script};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// KEYS[1]: the client's bucket (its theoretical arrival time, µs);
 /// KEYS[2], optional: a key to read when admitted. ARGV: the emission
-/// interval (µs), the burst. Returns {admitted, retry after (µs), value}.
-/// Lua numbers are doubles: µs since the epoch (~2^51) are exact.
+/// interval (µs), the burst, the tokens wanted. Returns {tokens granted
+/// (0: refused), retry after (µs), value}. Lua numbers are doubles: µs
+/// since the epoch (~2^51) are exact.
 const ADMIT: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
 if tat < now then tat = now end
-local new_tat = tat + interval
-local allow_at = new_tat - tonumber(ARGV[2]) * interval
-if allow_at > now then
-  return {0, string.format('%.0f', allow_at - now), false}
+local room = math.floor((now + tonumber(ARGV[2]) * interval - tat) / interval)
+if room < 1 then
+  return {0, string.format('%.0f', tat + interval - tonumber(ARGV[2]) * interval - now), false}
 end
+local granted = math.min(room, tonumber(ARGV[3]))
+local new_tat = tat + granted * interval
 redis.call('SET', KEYS[1], string.format('%.0f', new_tat),
   'PX', math.ceil((new_tat - now) / 1000) + 1)
 if KEYS[2] then
-  return {1, '0', redis.call('GET', KEYS[2])}
+  return {granted, '0', redis.call('GET', KEYS[2])}
 end
-return {1, '0', false}
+return {granted, '0', false}
 "#;
+
+/// How long leased tokens may be spent: short, so that tokens taken now
+/// are not spent as a burst much later.
+pub const LEASE_LIFETIME: Duration = Duration::from_millis(250);
+
+/// The tokens this environment holds, per client.
+#[derive(Clone, Default)]
+pub(super) struct Leases(Arc<Mutex<HashMap<ClientId, (u32, Instant)>>>);
+
+impl Leases {
+    /// Spends one held token of `client`, if it has one still valid.
+    fn spend(&self, client: ClientId) -> bool {
+        let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match leases.get_mut(&client) {
+            Some((tokens, until)) if *tokens > 0 && Instant::now() < *until => {
+                *tokens -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Keeps what is left of a grant, asked for at `asked`.
+    fn keep(&self, client: ClientId, tokens: u32, asked: Instant) {
+        let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if leases.len() > 4096 {
+            leases.retain(|_, (_, until)| Instant::now() < *until);
+        }
+        leases.insert(client, (tokens, asked + LEASE_LIFETIME));
+    }
+}
 
 /// What the limiter decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +110,11 @@ impl Limit {
     fn burst(self) -> u64 {
         2 * u64::from(self.rate)
     }
+
+    /// Tokens taken at once: a twentieth of a second's worth, 1 to 100.
+    pub fn lease(self) -> u32 {
+        (self.rate / 20).clamp(1, 100)
+    }
 }
 
 impl AvailabilityCache {
@@ -80,18 +130,37 @@ impl AvailabilityCache {
         limit: Limit,
         read: Option<&str>,
     ) -> (Admission, Option<Vec<u8>>) {
+        if self.leases.spend(limit.client) {
+            // A token already taken from the bucket: only the read is left.
+            return match read {
+                None => (Admission::Admitted, None),
+                Some(key) => match self.exec("GET", async |c| c.get(key).await).await {
+                    Some(value) => (Admission::Admitted, value),
+                    None => (Admission::Unchecked, None),
+                },
+            };
+        }
         let bucket = self.keys.rate(limit.client);
         let script = Script::new(ADMIT);
         let mut invocation = script.key(&bucket);
         if let Some(read) = read {
             invocation.key(read);
         }
-        invocation.arg(limit.interval_micros()).arg(limit.burst());
-        let reply: Option<(i64, u64, Option<Vec<u8>>)> = self
+        invocation
+            .arg(limit.interval_micros())
+            .arg(limit.burst())
+            .arg(limit.lease());
+        let asked = Instant::now();
+        let reply: Option<(u32, u64, Option<Vec<u8>>)> = self
             .exec("rate limit", async |c| invocation.invoke_async(c).await)
             .await;
         match reply {
-            Some((1, _, value)) => (Admission::Admitted, value),
+            Some((granted, _, value)) if granted > 0 => {
+                if granted > 1 {
+                    self.leases.keep(limit.client, granted - 1, asked);
+                }
+                (Admission::Admitted, value)
+            }
             Some((_, retry_micros, _)) => (
                 Admission::Refused(Duration::from_micros(retry_micros)),
                 None,
@@ -123,5 +192,31 @@ impl Admission {
     /// `Retry-After`: whole seconds, at least 1.
     pub fn retry_after_secs(wait: Duration) -> u64 {
         wait.as_micros().div_ceil(1_000_000).max(1) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_a_twentieth_of_a_seconds_rate_from_1_to_100() {
+        let lease = |rate| {
+            Limit {
+                client: ClientId(1),
+                rate,
+            }
+            .lease()
+        };
+        assert_eq!([lease(1), lease(5), lease(20), lease(39)], [1, 1, 1, 1]);
+        assert_eq!([lease(40), lease(100), lease(1_000)], [2, 5, 50]);
+        assert_eq!([lease(2_000), lease(1_000_000)], [100, 100]);
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_and_at_least_one() {
+        assert_eq!(Admission::retry_after_secs(Duration::from_micros(1)), 1);
+        assert_eq!(Admission::retry_after_secs(Duration::from_millis(1_000)), 1);
+        assert_eq!(Admission::retry_after_secs(Duration::from_millis(1_001)), 2);
     }
 }
