@@ -179,7 +179,7 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
             r.variant,
             r.clients.unwrap_or(0),
             p["storms"].as_u64().unwrap_or(1),
-            outcomes(r),
+            storm_outcomes(r),
             p["p50_409_ms"],
             p["p99_409_ms"],
             p["max_409_ms"],
@@ -211,6 +211,20 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
              oversold. Lambda itself queues nothing: each request gets its own environment, which is what \
              the in-process rows simulate.",
             r.clients.unwrap_or(0)
+        );
+    }
+    for r in rows.iter().filter(|r| {
+        r.scenario == "e2e.storm.sold_out" && r.stats.as_ref().is_some_and(|s| s.errors > 0)
+    }) {
+        let s = r.stats.as_ref().map_or(0, |s| s.errors);
+        let _ = writeln!(
+            w,
+            "\nOver HTTP with {} requests in flight, `cargo lambda watch` (run without its own \
+             time-out, as `make dev` runs it) answered only {}: the other {s} got \
+             no answer before the client's 60 s time-out (see the watch log). No seat was won and \
+             nothing was oversold; in process, the same storm is answered in full.",
+            r.clients.unwrap_or(0),
+            r.stats.as_ref().map_or(0, |s| s.ops)
         );
     }
     let _ = writeln!(w);
@@ -283,6 +297,20 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
         }
     }
     md
+}
+
+/// The answers, and the calls that got none (a client time-out, a
+/// connection the emulator dropped), with the first such error.
+fn storm_outcomes(row: &Row) -> String {
+    let answered = outcomes(row);
+    match row.stats.as_ref().filter(|s| s.errors > 0) {
+        Some(s) => format!(
+            "{answered} no answer×{} ({})",
+            s.errors,
+            s.first_error.as_deref().unwrap_or("?")
+        ),
+        None => answered,
+    }
 }
 
 fn outcomes(row: &Row) -> String {
