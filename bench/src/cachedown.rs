@@ -10,14 +10,17 @@
 //! pays is one contact per environment per outage, or one per window.
 //! Each phase alternates rounds with the same service on the same
 //! connections without a cache (`.no_cache`): what this machine's
-//! database alone costs at that concurrency.
+//! database alone costs at that concurrency. Every call authenticates as
+//! a request does (the gate, with the environment's cache for its rate
+//! limit: dead, so unchecked).
 
 use crate::measure::{self, Budget, Outcome, Sample};
 use crate::report::Row;
 use crate::scenarios::{Timing, refused};
 use crate::setup::{Bench, ROOMY};
 use serde_json::json;
-use shared::clients::Caller;
+use shared::booking::DEFAULT_BUDGET;
+use shared::clients::{Caller, Gate, Needs};
 use shared::domain::HoldId;
 use shared::{App, Booking, Config};
 use std::sync::Arc;
@@ -103,15 +106,28 @@ pub async fn run(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Re
             (closed_port().await?, None)
         };
         let apps = envs(bench, &url).await?;
-        // The reference: the same service on the same connections, no cache.
-        let off: Vec<Booking> = apps
+        let bearer: Arc<str> = bench.bearer.as_str().into();
+        let dead: Vec<Side> = apps
             .iter()
-            .map(|a| Booking::new(a.booking.pool().clone(), a.config.hold_ttl, None))
+            .map(|a| Side {
+                gate: a.gate.clone(),
+                booking: a.booking.clone(),
+                bearer: bearer.clone(),
+            })
             .collect();
-        let sides = [
-            Arc::new(apps.iter().map(|a| a.booking.clone()).collect::<Vec<_>>()),
-            Arc::new(off),
-        ];
+        // The reference: the same service on the same connections, no cache.
+        let off: Vec<Side> = apps
+            .iter()
+            .map(|a| {
+                let pool = a.booking.pool().clone();
+                Side {
+                    gate: Gate::new(pool.clone(), a.config.access, None),
+                    booking: Booking::new(pool, a.config.hold_ttl, None),
+                    bearer: bearer.clone(),
+                }
+            })
+            .collect();
+        let sides = [Arc::new(dead), Arc::new(off)];
         // Reads count turns; writes also take the next pre-made hold.
         let (turns, next_hold) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         for (what, callers) in [
@@ -164,10 +180,31 @@ pub async fn run(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Re
     Ok(())
 }
 
-/// One availability read. A parallel caller is its own environment; the
-/// sequential caller takes the next one each call.
+/// One environment's way in: its gate (the key look-up, the rate limit in
+/// its cache) and its service.
+struct Side {
+    gate: Gate,
+    booking: Booking,
+    bearer: Arc<str>,
+}
+
+impl Side {
+    async fn caller(&self, admit: bool) -> Result<Caller, shared::Error> {
+        let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
+        let bearer = Some(&*self.bearer);
+        if admit {
+            self.gate.admit(bearer, Needs::Booker, deadline).await
+        } else {
+            self.gate.identify(bearer, Needs::Booker, deadline).await
+        }
+    }
+}
+
+/// One availability read, as the route serves it: the caller, then the
+/// read with its rate limit. A parallel caller is its own environment;
+/// the sequential caller takes the next one each call.
 fn reads(
-    envs: Arc<Vec<Booking>>,
+    envs: Arc<Vec<Side>>,
     cursor: &Arc<AtomicUsize>,
     sequential: bool,
 ) -> impl Fn(usize) -> std::pin::Pin<Box<dyn Future<Output = Result<Outcome, String>> + Send>>
@@ -179,12 +216,13 @@ fn reads(
         let envs = envs.clone();
         let turn = cursor.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move {
-            let booking = &envs[if sequential {
+            let env = &envs[if sequential {
                 turn % envs.len()
             } else {
                 client
             }];
-            let served = booking.availability_json(None).await;
+            let caller = env.caller(false).await.map_err(|e| e.to_string())?;
+            let served = env.booking.availability_json(caller.limit()).await;
             served
                 .map(|s| Outcome::Done(s.status.as_str()))
                 .map_err(|e| e.to_string())
@@ -192,10 +230,10 @@ fn reads(
     }
 }
 
-/// One confirm or cancel of a pre-made hold, alternating: both commit a
-/// change and invalidate the cache after it.
+/// One confirm or cancel of a pre-made hold, alternating, after the
+/// gate: both commit a change and invalidate the cache after it.
 fn writes(
-    envs: Arc<Vec<Booking>>,
+    envs: Arc<Vec<Side>>,
     holds: Arc<Vec<u64>>,
     cursor: &Arc<AtomicUsize>,
     sequential: bool,
@@ -211,19 +249,20 @@ fn writes(
             let Some(&hold) = holds.get(turn) else {
                 return Ok(Outcome::Exhausted);
             };
-            let booking = &envs[if sequential {
+            let env = &envs[if sequential {
                 turn % envs.len()
             } else {
                 client
             }];
+            let caller = env.caller(true).await.map_err(|e| e.to_string())?;
             let done = if turn.is_multiple_of(2) {
-                booking
-                    .confirm(&Caller::anonymous(), HoldId(hold))
+                env.booking
+                    .confirm(&caller, HoldId(hold))
                     .await
                     .map(|_| "confirm 200")
             } else {
-                booking
-                    .cancel(&Caller::anonymous(), HoldId(hold))
+                env.booking
+                    .cancel(&caller, HoldId(hold))
                     .await
                     .map(|_| "cancel 200")
             };

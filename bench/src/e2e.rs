@@ -1,7 +1,9 @@
 //! End to end over HTTP: the function binaries served by `cargo lambda
 //! watch` (as `make dev` serves them: dev profile unless
 //! `BENCH_E2E_RELEASE=1`, 20 instances per function), each endpoint at 1
-//! and 8 clients, and the sold-out storm of 1,000 concurrent holds.
+//! and 8 clients, and the sold-out storm of 1,000 concurrent holds. With
+//! auth on (`AUTH_MODE=api-key`, as deployed): every request carries the
+//! bench client's key.
 
 use crate::measure::{self, Budget, Outcome, Sample};
 use crate::report::Row;
@@ -28,9 +30,23 @@ async fn serve(bench: &Bench, release: bool) -> Result<Watch, String> {
         emulator_timeout_secs: None,
         release,
         log_prefix: "bench-watch",
-        auth_mode: "open",
+        auth_mode: "api-key",
     })
     .await
+}
+
+/// An HTTP client whose every request carries the bench client's key.
+fn http_client(bench: &Bench, timeout: Duration, idle: usize) -> Result<reqwest::Client, String> {
+    let mut value =
+        reqwest::header::HeaderValue::from_str(&bench.bearer).map_err(|e| e.to_string())?;
+    value.set_sensitive(true);
+    let headers = reqwest::header::HeaderMap::from_iter([(reqwest::header::AUTHORIZATION, value)]);
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .pool_max_idle_per_host(idle)
+        .default_headers(headers)
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 fn label(status: u16) -> &'static str {
@@ -39,6 +55,7 @@ fn label(status: u16) -> &'static str {
         201 => "201",
         404 => "404",
         409 => "409",
+        401 => "401",
         422 => "422",
         413 => "413",
         429 => "429",
@@ -138,7 +155,7 @@ pub async fn run(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Re
     });
 
     let watch = serve(bench, release).await?;
-    let outcome = measure_endpoints(&watch, fixture, timing, profile, emit).await;
+    let outcome = measure_endpoints(bench, &watch, fixture, timing, profile, emit).await;
     let storm = match outcome {
         // 100 in flight first: 1,000 at once may break the emulator.
         Ok(()) => match storm(bench, &watch, 100, profile, emit).await {
@@ -153,6 +170,7 @@ pub async fn run(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Re
 }
 
 async fn measure_endpoints(
+    bench: &Bench,
     watch: &Watch,
     fixture: Arc<Fixture>,
     timing: Timing,
@@ -173,13 +191,8 @@ async fn measure_endpoints(
             // Each client its own HTTP connection, kept alive.
             let https: Arc<Vec<reqwest::Client>> = Arc::new(
                 (0..clients)
-                    .map(|_| {
-                        reqwest::Client::builder()
-                            .timeout(Duration::from_secs(30))
-                            .build()
-                    })
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| e.to_string())?,
+                    .map(|_| http_client(bench, Duration::from_secs(30), usize::MAX))
+                    .collect::<Result<_, _>>()?,
             );
             let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
             let op = || {
@@ -238,11 +251,7 @@ async fn storm(
     bench
         .insert_holds(&[slot], CAPACITY as usize, later)
         .await?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .pool_max_idle_per_host(CALLS)
-        .build()
-        .map_err(|e| e.to_string())?;
+    let http = http_client(bench, Duration::from_secs(60), CALLS)?;
     let base: Arc<str> = watch.base.clone().into();
     let sample = measure::run(in_flight, Budget::Calls(CALLS as u64), move |_| {
         let (base, http) = (base.clone(), http.clone());

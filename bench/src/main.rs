@@ -1,7 +1,8 @@
 //! `make bench`: slot-booking's benchmarks.
 //!
 //! Simulates Lambda execution environments (each a `shared::App` with its
-//! own one-connection pool and cache connection) calling the real service,
+//! own one-connection pool and cache connection) calling the real service
+//! with auth on (a bench client's key through the gate, as a request),
 //! and, in the same run and on the same connections, the raw statement
 //! sequences; then end to end over HTTP through `cargo lambda watch`, the
 //! sold-out storm, and the cold start of a release function binary.
@@ -29,6 +30,7 @@ mod report;
 mod scenarios;
 mod sections;
 mod setup;
+mod targets;
 
 use report::{Meta, Row};
 use scenarios::Timing;
@@ -46,7 +48,7 @@ const GROUPS: &[(&str, &str)] = &[
     ),
     (
         "projection",
-        "availability: projection at 100 / 10k slots with 0 / 100k holds, miss path, cache hit vs Redis GET",
+        "availability: projection at 100 / 10k slots with 0 / 100k holds, miss path, cache hit with and without auth vs Redis GET",
     ),
     (
         "storm",
@@ -189,7 +191,7 @@ async fn run(options: Options) -> Result<(), String> {
     for ratio in &ratios {
         report::print_line("ratio", ratio);
     }
-    let targets = report::targets(&rows);
+    let targets = targets::targets(&rows);
     for target in &targets {
         report::print_line("target", target);
     }

@@ -1,6 +1,7 @@
 //! `docs/BENCHMARKS.md`: the run's figures, targets and how to read them.
 
-use crate::report::{Meta, Ratio, Row, Target, find};
+use crate::report::{Meta, Ratio, Row, find};
+use crate::targets::Target;
 use serde_json::json;
 use std::fmt::Write;
 
@@ -59,13 +60,17 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
          repeated run moves by ±30 %. Compare rows of one run with each other, not with another run. \
          An *environment* is a `shared::App` as a function builds it (a pool of one connection, its \
          own cache connection) serving one call at a time; *N env* means N of them calling back to back. \
-         *service* calls `shared::Booking`; *raw* sends the same statements on the same connection \
-         directly with sqlx (for confirm, followed by the SPEC's invalidation after commit, `DEL` of \
-         the fresh and stale keys on the environment's own Redis connection), so service/raw is the \
-         cost of the service layer (retry wrapper, typed errors, row conversion, the generation bump \
-         that rides with the invalidation). *service_no_cache* is the same service on the same \
-         connection without a cache: service/service_no_cache is what the invalidation round trip \
-         costs a confirm. *seed_count* is the seed's original count-based hold, kept as a reference: \
+         *service* is a call with auth on, as the route makes it (SPEC §8): `app.gate.admit` with the \
+         bench client's key (a booker whose rate limit, 1,000,000/s, is checked on every call and \
+         never refuses one; its key look-up is warm, cached by the environment for up to 30 s, so no \
+         database round trip), which is one cache round trip for the limit, then `shared::Booking` \
+         with the caller it returns; *raw* sends the same statements on the same connection \
+         directly with sqlx, no key and no limit (for confirm, followed by the SPEC's invalidation \
+         after commit, `DEL` of the fresh and stale keys on the environment's own Redis connection), \
+         so service/raw is the cost of auth and of the service layer (retry wrapper, typed errors, \
+         row conversion, the generation bump that rides with the invalidation). \
+         *service_no_cache* is the same gate, then the same service on the same connection without \
+         a cache: service/service_no_cache is what the invalidation round trip costs a confirm. *seed_count* is the seed's original count-based hold, kept as a reference: \
          its COUNT of active holds under the slot's lock is what made holds slow down as they piled up. \
          Service and raw run in alternating rounds on twin slots, the order rotating each round, so drift hits both alike. Latencies are \
          per call as the caller sees it; p99 over all calls of all environments. Outcomes count the \
@@ -81,7 +86,10 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
          fsyncs through group commit. Compare 1-environment rows only within one case."
     );
 
-    let _ = writeln!(w, "\n## Service against raw statements (in process)\n");
+    let _ = writeln!(
+        w,
+        "\n## Service with auth on against raw statements (in process)\n"
+    );
     table(
         w,
         rows.iter()
@@ -109,8 +117,11 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
         w,
         "*service* here is `Booking::availability` (the projection query and its rows); *miss_path* is \
          `availability_json` right after an invalidation (cache GET, lock, projection, JSON, store), \
-         timed without the invalidation; *availability_hit* is `availability_json` on a fresh cache \
-         against a raw `GET` of the same key.\n"
+         timed without the invalidation. *availability_hit* is served from a fresh cache: *service* \
+         as the route serves it with auth on (`gate.identify` by the bench client's key, warm, then \
+         `availability_json(caller.limit())`: the rate limit and the GET are one script, one round \
+         trip), *service_no_auth* the same hit without auth (`availability_json(None)`, a plain \
+         `GET`), *redis_get* a raw `GET` of the same key; the three alternate rounds.\n"
     );
     table(
         w,
@@ -126,7 +137,8 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
          environments (8, the bench's usual fleet, on which the target is judged; 20, as `make dev` \
          runs each function; 100 as a heavier fleet) and a call's \
          latency is its service time; *makespan* is until the last answer. Each in-process row pools \
-         5 storms on fresh slots, the variants alternating: *service* is `shared::Booking::hold`, \
+         5 storms on fresh slots, the variants alternating: *service* is the gate (key, rate limit) \
+         then `shared::Booking::hold`, \
          *raw* the same statements sent directly, *point_read* the slot's row read by primary key on the \
          same connections at the same concurrency (the floor this machine sets: N database threads and \
          the bench share {} cores, so at 20 and 100 environments a call's time is mostly its wait for \
@@ -167,7 +179,7 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
             r.variant,
             r.clients.unwrap_or(0),
             p["storms"].as_u64().unwrap_or(1),
-            outcomes(r),
+            storm_outcomes(r),
             p["p50_409_ms"],
             p["p99_409_ms"],
             p["max_409_ms"],
@@ -201,6 +213,20 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
             r.clients.unwrap_or(0)
         );
     }
+    for r in rows.iter().filter(|r| {
+        r.scenario == "e2e.storm.sold_out" && r.stats.as_ref().is_some_and(|s| s.errors > 0)
+    }) {
+        let s = r.stats.as_ref().map_or(0, |s| s.errors);
+        let _ = writeln!(
+            w,
+            "\nOver HTTP with {} requests in flight, `cargo lambda watch` (run without its own \
+             time-out, as `make dev` runs it) answered only {}: the other {s} got \
+             no answer before the client's 60 s time-out (see the watch log). No seat was won and \
+             nothing was oversold; in process, the same storm is answered in full.",
+            r.clients.unwrap_or(0),
+            r.stats.as_ref().map_or(0, |s| s.ops)
+        );
+    }
     let _ = writeln!(w);
     for group in crate::sections::IN_PLACE {
         w.push_str(&crate::sections::render(group, meta, rows, targets, true));
@@ -208,8 +234,9 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
     let _ = writeln!(w, "\n## End to end over HTTP (`cargo lambda watch`)\n");
     let _ = writeln!(
         w,
-        "The function binaries served by `cargo lambda watch` ({} profile, 20 instances per function), \
-         each client its own keep-alive connection. The emulator's proxying is part of every figure.\n",
+        "The function binaries served by `cargo lambda watch` ({} profile, 20 instances per function, \
+         `AUTH_MODE=api-key`: every request carries the bench client's key), each client its own \
+         keep-alive connection. The emulator's proxying is part of every figure.\n",
         meta.e2e_profile
     );
     table(
@@ -221,8 +248,10 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
     let _ = writeln!(
         w,
         "`target/release/availability` started against a stand-in of the Lambda Runtime API served by \
-         the bench on loopback; 10 runs each with the availability cache empty (the first request \
-         connects to MariaDB and runs the projection) and filled (one Redis GET). RSS is read from \
+         the bench on loopback, its one request carrying the bench client's key; 10 runs each with \
+         the availability cache empty (the first request connects to MariaDB, looks the key up and \
+         runs the projection) and filled (the key look-up, then one script: the rate limit and the \
+         GET). RSS is read from \
          `/proc/<pid>/status` once the function polls for its second event.\n"
     );
     let _ = writeln!(
@@ -268,6 +297,20 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
         }
     }
     md
+}
+
+/// The answers, and the calls that got none (a client time-out, a
+/// connection the emulator dropped), with the first such error.
+fn storm_outcomes(row: &Row) -> String {
+    let answered = outcomes(row);
+    match row.stats.as_ref().filter(|s| s.errors > 0) {
+        Some(s) => format!(
+            "{answered} no answer×{} ({})",
+            s.errors,
+            s.first_error.as_deref().unwrap_or("?")
+        ),
+        None => answered,
+    }
 }
 
 fn outcomes(row: &Row) -> String {

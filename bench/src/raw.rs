@@ -24,10 +24,6 @@ use sqlx::{MySqlConnection, MySqlPool};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
 
-/// The owner of the raw sequences' holds: the service's are the caller's,
-/// and the bench's service callers are `anonymous` too.
-const CLIENT: u64 = shared::clients::ANONYMOUS.0;
-
 /// The hold resource's columns, decoded into the same types the service
 /// decodes them into.
 type HoldRow = (
@@ -60,10 +56,18 @@ type HoldRowExpired = (
 
 /// The service's hold, statement for statement: the pre-check, then in
 /// one transaction the conditional claim (with the reclaim path when the
-/// counter says full), the insert, the read of the new hold, COMMIT.
-pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Result<Outcome> {
+/// counter says full), the insert, the read of the new hold, COMMIT. The
+/// hold is `client`'s, as the service's is its caller's (the key look-up
+/// that names the caller is the service's alone: raw is the SQL only).
+pub async fn hold(
+    pool: &MySqlPool,
+    client: u64,
+    slot: u64,
+    key: &str,
+    ttl_micros: i64,
+) -> Result<Outcome> {
     let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(Booking::HOLD_PRECHECK)
-        .bind(CLIENT)
+        .bind(client)
         .bind(key)
         .bind(slot)
         .fetch_one(pool)
@@ -91,6 +95,7 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
     if claimed == 0 {
         let (remaining, held) = reclaim_locked(&mut tx, slot).await?;
         let again: Option<HoldRow> = sqlx::query_as(FIND_BY_KEY)
+            .bind(client)
             .bind(key)
             .fetch_optional(&mut *tx)
             .await?;
@@ -108,7 +113,7 @@ pub async fn hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Re
     }
     let id = sqlx::query(Booking::HOLD_INSERT)
         .bind(slot)
-        .bind(CLIENT)
+        .bind(client)
         .bind(key)
         .bind(ttl_micros)
         .execute(&mut *tx)
@@ -203,10 +208,16 @@ pub async fn confirm(
 /// The seed's original hold (SPEC §4, before the held-seats counter): the
 /// key look-up, then in one transaction the slot's lock, the key re-check,
 /// the COUNT of the slot's active holds (its cost grows with them, under
-/// the lock), the insert, COMMIT.
-pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) -> Result<Outcome> {
+/// the lock), the insert, COMMIT; the hold is `client`'s.
+pub async fn seed_hold(
+    pool: &MySqlPool,
+    client: u64,
+    slot: u64,
+    key: &str,
+    ttl_micros: i64,
+) -> Result<Outcome> {
     let found: Option<HoldRow> = sqlx::query_as(FIND_BY_KEY)
-        .bind(CLIENT)
+        .bind(client)
         .bind(key)
         .fetch_optional(pool)
         .await?;
@@ -234,7 +245,7 @@ pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) 
         return Ok(Outcome::Done("404"));
     };
     let again: Option<HoldRow> = sqlx::query_as(FIND_BY_KEY)
-        .bind(CLIENT)
+        .bind(client)
         .bind(key)
         .fetch_optional(&mut *tx)
         .await?;
@@ -252,7 +263,7 @@ pub async fn seed_hold(pool: &MySqlPool, slot: u64, key: &str, ttl_micros: i64) 
     }
     sqlx::query(Booking::HOLD_INSERT)
         .bind(slot)
-        .bind(CLIENT)
+        .bind(client)
         .bind(key)
         .bind(ttl_micros)
         .execute(&mut *tx)

@@ -1,6 +1,7 @@
 //! The read scenarios in process: the availability projection (the cache's
 //! miss path) against the raw query, a full cache miss, and the cache hit
-//! against a raw Redis `GET` of the same ~10 KB value.
+//! with auth on against the hit without it and a raw Redis `GET` of the
+//! same ~10 KB value.
 
 use crate::measure::{self, Budget, Outcome, Sample};
 use crate::raw;
@@ -112,41 +113,30 @@ pub async fn projections(
     Ok(())
 }
 
-/// `GET /slots/availability` served from the cache (the service's hit
-/// path: one GET, the stored bytes checked and returned) against a raw
-/// `GET` of the same key on a Redis connection of the same environment.
+/// `GET /slots/availability` served from the cache, as a request with
+/// auth on is served (the caller by its key, then its rate limit and the
+/// GET in one script), against the same hit without auth (one GET, the
+/// stored bytes checked and returned) and a raw `GET` of the same key on
+/// a Redis connection of the same environment; the three in alternating
+/// rounds, the order rotating.
 async fn hits(
     bench: &Bench,
     envs: &[Env],
     timing: Timing,
     emit: &mut dyn FnMut(Row),
 ) -> Result<(), String> {
+    const VARIANTS: [Hit; 3] = [Hit::Service, Hit::ServiceNoAuth, Hit::RedisGet];
     let keys = Arc::new(bench.cache_keys());
     for clients in [1, 8] {
         let envs = Arc::new(envs[..clients].to_vec());
-        let service = |envs: Arc<Vec<Env>>| {
-            move |client: usize| {
-                let envs = envs.clone();
-                async move {
-                    let served = envs[client].app.booking.availability_json(None).await;
-                    served
-                        .map(|s| Outcome::Done(s.status.as_str()))
-                        .map_err(|e| e.to_string())
-                }
-            }
-        };
-        let get = |envs: Arc<Vec<Env>>, keys: Arc<shared::cache::Keys>| {
+        let op = |hit: Hit| {
+            let (envs, keys) = (envs.clone(), keys.clone());
             move |client: usize| {
                 let (envs, keys) = (envs.clone(), keys.clone());
-                async move {
-                    let mut redis = envs[client].redis.clone();
-                    let value: Option<Vec<u8>> =
-                        redis.get(&keys.fresh).await.map_err(|e| e.to_string())?;
-                    Ok(Outcome::Done(if value.is_some() { "hit" } else { "miss" }))
-                }
+                async move { hit.call(&envs[client], &keys).await }
             }
         };
-        let (mut s, mut r) = (Sample::default(), Sample::default());
+        let mut samples = vec![Sample::default(); VARIANTS.len()];
         let mut bytes = 0;
         for round in 0..timing.rounds {
             // A fresh copy at every round: a run never outlives the TTL.
@@ -161,34 +151,67 @@ async fn hits(
             let mut redis = envs[0].redis.clone();
             let value: Option<Vec<u8>> = redis.get(&keys.fresh).await.map_err(|e| e.to_string())?;
             bytes = value.map_or(0, |v| v.len());
-            if round == 0 {
-                measure::run(clients, Budget::Time(timing.warmup), service(envs.clone())).await;
-                measure::run(
-                    clients,
-                    Budget::Time(timing.warmup),
-                    get(envs.clone(), keys.clone()),
-                )
-                .await;
+            for i in crate::scenarios::rotated(VARIANTS.len(), round) {
+                if round == 0 {
+                    measure::run(clients, Budget::Time(timing.warmup), op(VARIANTS[i])).await;
+                }
+                let budget = Budget::Time(timing.seconds / timing.rounds);
+                samples[i].merge(measure::run(clients, budget, op(VARIANTS[i])).await);
             }
-            let budget = Budget::Time(timing.seconds / timing.rounds);
-            s.merge(measure::run(clients, budget, service(envs.clone())).await);
-            r.merge(measure::run(clients, budget, get(envs.clone(), keys.clone())).await);
         }
         let params = json!({ "slots": 100, "value_bytes": bytes });
-        emit(Row::new(
-            "availability_hit.100_slots",
-            "service",
-            clients,
-            params.clone(),
-            s.stats(),
-        ));
-        emit(Row::new(
-            "availability_hit.100_slots",
-            "redis_get",
-            clients,
-            params,
-            r.stats(),
-        ));
+        for (hit, sample) in VARIANTS.iter().zip(&samples) {
+            emit(Row::new(
+                "availability_hit.100_slots",
+                hit.name(),
+                clients,
+                params.clone(),
+                sample.stats(),
+            ));
+        }
     }
     Ok(())
+}
+
+/// One cache hit, three ways.
+#[derive(Debug, Clone, Copy)]
+enum Hit {
+    /// `gate.identify`, then `availability_json(caller.limit())`: the
+    /// route's own path, the limit check and the GET one script.
+    Service,
+    /// `availability_json(None)`: the hit without auth, one GET.
+    ServiceNoAuth,
+    /// A raw `GET` of the key.
+    RedisGet,
+}
+
+impl Hit {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Service => "service",
+            Self::ServiceNoAuth => "service_no_auth",
+            Self::RedisGet => "redis_get",
+        }
+    }
+
+    async fn call(self, env: &Env, keys: &shared::cache::Keys) -> Result<Outcome, String> {
+        let limit = match self {
+            Self::Service => {
+                let caller = env.identify().await.map_err(|e| e.to_string())?;
+                // Unlimited, the limit script would not run at all.
+                Some(caller.limit().ok_or("the bench client has no rate limit")?)
+            }
+            Self::ServiceNoAuth => None,
+            Self::RedisGet => {
+                let mut redis = env.redis.clone();
+                let value: Option<Vec<u8>> =
+                    redis.get(&keys.fresh).await.map_err(|e| e.to_string())?;
+                return Ok(Outcome::Done(if value.is_some() { "hit" } else { "miss" }));
+            }
+        };
+        let served = env.app.booking.availability_json(limit).await;
+        served
+            .map(|s| Outcome::Done(s.status.as_str()))
+            .map_err(|e| e.to_string())
+    }
 }

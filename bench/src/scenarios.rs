@@ -1,7 +1,8 @@
 //! The write scenarios in process: hold and confirm through the service
-//! (`shared::Booking`) against the raw statement sequences on the same
-//! connections, the seed's count-based hold as a reference, and the
-//! sold-out storm.
+//! as a request reaches it (the gate: the caller by its key, its rate
+//! limit; then `shared::Booking`) against the raw statement sequences on
+//! the same connections, the seed's count-based hold as a reference, and
+//! the sold-out storm.
 //!
 //! Service and raw run in alternating rounds, the order rotating each
 //! round, on twin slots (each variant its own, seeded alike), so drift of
@@ -12,7 +13,6 @@ use crate::raw;
 use crate::report::Row;
 use crate::setup::{Bench, Env, ROOMY};
 use serde_json::json;
-use shared::clients::Caller;
 use shared::domain::{HoldId, IdempotencyKey, SlotId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -36,9 +36,12 @@ const HOLD_TTL_MICROS: i64 = 300_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
+    /// The gate, then the service: a request with auth on.
     Service,
-    /// The service on the same connection with no cache (confirm only).
+    /// The gate, then the service on the same connection with no cache
+    /// (confirm only).
     ServiceNoCache,
+    /// The SQL only (no key look-up, no rate limit).
     Raw,
     /// The seed's count-based sequence (reference).
     SeedCount,
@@ -58,51 +61,37 @@ impl Variant {
         let key = uuid::Uuid::new_v4().to_string();
         match self {
             Self::Service | Self::ServiceNoCache => {
+                let caller = env.admit().await.map_err(|e| e.to_string())?;
                 let key = IdempotencyKey::parse(&key).ok_or("bad key")?;
-                match env
-                    .app
-                    .booking
-                    .hold(&Caller::anonymous(), SlotId(slot), &key)
-                    .await
-                {
+                match env.app.booking.hold(&caller, SlotId(slot), &key).await {
                     Ok(done) => Ok(Outcome::Done(if done.created { "201" } else { "200" })),
                     Err(err) => refused(&err),
                 }
             }
-            Self::Raw => raw::hold(&env.pool, slot, &key, HOLD_TTL_MICROS)
+            Self::Raw => raw::hold(&env.pool, env.client.0, slot, &key, HOLD_TTL_MICROS)
                 .await
                 .map_err(|e| e.to_string()),
-            Self::SeedCount => raw::seed_hold(&env.pool, slot, &key, HOLD_TTL_MICROS)
+            Self::SeedCount => raw::seed_hold(&env.pool, env.client.0, slot, &key, HOLD_TTL_MICROS)
                 .await
                 .map_err(|e| e.to_string()),
         }
     }
 
     async fn confirm(self, env: &Env, hold: u64) -> Result<Outcome, String> {
-        match self {
-            Self::Service => match env
-                .app
-                .booking
-                .confirm(&Caller::anonymous(), HoldId(hold))
-                .await
-            {
-                Ok(_) => Ok(Outcome::Done("200")),
-                Err(err) => refused(&err),
-            },
-            Self::ServiceNoCache => match env
-                .uncached
-                .confirm(&Caller::anonymous(), HoldId(hold))
-                .await
-            {
-                Ok(_) => Ok(Outcome::Done("200")),
-                Err(err) => refused(&err),
-            },
-            _ => {
+        let booking = match self {
+            Self::Service => &env.app.booking,
+            Self::ServiceNoCache => &env.uncached,
+            Self::Raw | Self::SeedCount => {
                 let keys = env.app.booking.cache().ok_or("no cache")?.keys();
-                raw::confirm(&env.pool, &mut env.redis.clone(), keys, hold)
+                return raw::confirm(&env.pool, &mut env.redis.clone(), keys, hold)
                     .await
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.to_string());
             }
+        };
+        let caller = env.admit().await.map_err(|e| e.to_string())?;
+        match booking.confirm(&caller, HoldId(hold)).await {
+            Ok(_) => Ok(Outcome::Done("200")),
+            Err(err) => refused(&err),
         }
     }
 }
@@ -301,7 +290,7 @@ async fn compare_holds(
 /// The arms' order in a round: each round starts one further on, so that
 /// no arm always runs right after the same other (a checkpoint or purge it
 /// left behind would always land on the same one).
-fn rotated(arms: usize, round: u32) -> impl Iterator<Item = usize> {
+pub(crate) fn rotated(arms: usize, round: u32) -> impl Iterator<Item = usize> {
     let start = round as usize % arms.max(1);
     (0..arms).map(move |k| (start + k) % arms)
 }

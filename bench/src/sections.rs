@@ -4,7 +4,8 @@
 
 use crate::cachedown;
 use crate::markdown::table;
-use crate::report::{Meta, Row, Target};
+use crate::report::{Meta, Row};
+use crate::targets::Target;
 use std::fmt::Write;
 
 /// The groups whose section can be updated from a run of that group.
@@ -73,12 +74,14 @@ fn cache_down(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> Stri
          accepts and never answers) or *refused* (a closed port). The environments start cold and \
          keep their cache client through the four phases of a mode, so each crosses several skip \
          windows; *sequential* is one caller going round the environments, *parallel* one caller per \
-         environment. Reads are `availability_json` (served from the database: *bypass*); writes are \
-         confirms and cancels of pre-made holds, alternating, each invalidating the cache after \
-         commit. *cache_connects_per_env_so_far* counts the connections each environment tried to \
+         environment. Every call authenticates first, as a request does: the environment's gate \
+         (the bench client's key, looked up once per environment; its rate limit asked of the same \
+         dead cache, so unchecked). Reads are `availability_json` (served from the database: \
+         *bypass*); writes are confirms and cancels of pre-made holds, alternating, each \
+         invalidating the cache after commit. *cache_connects_per_env_so_far* counts the connections each environment tried to \
          open to the cache since the mode started (the first, then one background probe per window; \
          no request waits for a probe). Each phase alternates rounds with *.no_cache*: the same \
-         service on the same connections with no cache at all, what this machine's database alone \
+         service on the same connections with no cache at all (its gate too), what this machine's database alone \
          costs at that concurrency (the bench, MariaDB and other work share its cores).\n",
         cachedown::ENVS
     );

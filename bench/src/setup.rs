@@ -3,11 +3,15 @@
 //! The database (`slot_booking_bench` by default) is dropped and created
 //! again at every run and migrated with the service's own migrations. Each
 //! environment is a `shared::App` built exactly as a function builds it:
-//! its own pool of one connection and its own cache connection.
+//! its own pool of one connection and its own cache connection, and
+//! authenticates as a real request does (SPEC §8): by the bench client's
+//! key, through `app.gate`, its rate limit checked in the cache.
 
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
+use shared::booking::DEFAULT_BUDGET;
 use shared::cache::Keys;
+use shared::clients::{ApiKey, Caller, ClientAdmin, ClientId, Needs, NewClient, Role};
 use shared::{App, Booking, Config};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySql, MySqlPool, QueryBuilder};
@@ -21,12 +25,22 @@ pub const ROOMY: u32 = 10_000_000;
 /// Rows per multi-row INSERT when seeding.
 const BATCH: usize = 1_000;
 
+/// The bench client's rate: the highest a client may have, so that its
+/// limit is checked on every call (the script really runs) and never
+/// refuses one.
+const RATE: u32 = shared::config::MAX_RATE_LIMIT_PER_SECOND;
+
 pub struct Bench {
     pub name: String,
     pub url: String,
     pub redis_url: String,
     /// For seeding and reading back; never one of the measured clients.
     pub admin: MySqlPool,
+    /// The booker every measured call is made by, and the owner of the
+    /// pre-made holds.
+    pub client: ClientId,
+    /// Its `Authorization` header value.
+    pub bearer: String,
 }
 
 /// One Lambda execution environment, plus a raw Redis connection of its
@@ -41,6 +55,30 @@ pub struct Env {
     /// costs without its invalidation after commit.
     pub uncached: Booking,
     pub redis: ConnectionManager,
+    pub client: ClientId,
+    pub bearer: String,
+}
+
+impl Env {
+    /// What a booking route does first: the caller by its key (a warm
+    /// look-up is this environment's own cache), then its rate limit, one
+    /// cache round trip.
+    pub async fn admit(&self) -> Result<Caller, shared::Error> {
+        let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
+        let bearer = Some(self.bearer.as_str());
+        self.app.gate.admit(bearer, Needs::Booker, deadline).await
+    }
+
+    /// What `GET /slots/availability` does first: the caller only; its
+    /// limit is checked in the cache read's own round trip.
+    pub async fn identify(&self) -> Result<Caller, shared::Error> {
+        let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
+        let bearer = Some(self.bearer.as_str());
+        self.app
+            .gate
+            .identify(bearer, Needs::Booker, deadline)
+            .await
+    }
 }
 
 impl Bench {
@@ -82,11 +120,26 @@ impl Bench {
                 .await
                 .map_err(|e| e.to_string())?;
         }
+        // Made as `POST /clients` makes one: its key shown once, here.
+        let new = NewClient {
+            name: "bench".into(),
+            role: Role::Booker,
+            rate_limit_per_second: Some(RATE),
+        };
+        let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
+        let made = ClientAdmin::new(admin.clone())
+            .create(&new, deadline)
+            .await
+            .map_err(|e| format!("bench client: {e}"))?;
+        let key = made.key.as_deref().and_then(ApiKey::parse);
+        let key = key.ok_or("bench client: no key in the answer")?;
         Ok(Self {
             name: name.to_string(),
             url,
             redis_url: redis_url.to_string(),
             admin,
+            client: made.id,
+            bearer: format!("Bearer {}", key.expose()),
         })
     }
 
@@ -118,6 +171,7 @@ impl Bench {
             .arg(&keys.fresh)
             .arg(&keys.stale)
             .arg(&keys.lock)
+            .arg(keys.rate(self.client))
             .query_async::<()>(&mut redis)
             .await
             .map_err(|e| e.to_string())?;
@@ -164,12 +218,19 @@ impl Bench {
             }
             let redis = self.redis().await?;
             let uncached = Booking::new(pool.clone(), app.config.hold_ttl, None);
-            envs.push(Env {
+            let env = Env {
                 app,
                 pool,
                 uncached,
                 redis,
-            });
+                client: self.client,
+                bearer: self.bearer.clone(),
+            };
+            // Its key looked up once, as a warm environment has.
+            env.admit()
+                .await
+                .map_err(|e| format!("environment cannot authenticate: {e}"))?;
+            envs.push(env);
         }
         Ok(envs)
     }
@@ -218,8 +279,9 @@ impl Bench {
     }
 
     /// `per_slot` held holds on each of `slots` expiring at `expires_at`,
-    /// counted in `slots.held` as the service would have counted them.
-    /// Returns their ids, interleaved over the slots.
+    /// owned by the bench client and counted in `slots.held` as the
+    /// service would have counted them. Returns their ids, interleaved
+    /// over the slots.
     pub async fn insert_holds(
         &self,
         slots: &[u64],
@@ -232,10 +294,11 @@ impl Bench {
         while made < total {
             let n = (total - made).min(BATCH);
             let mut sql = QueryBuilder::<MySql>::new(
-                "INSERT INTO holds (slot_id, idempotency_key, status, expires_at) ",
+                "INSERT INTO holds (slot_id, client_id, idempotency_key, status, expires_at) ",
             );
             sql.push_values(made..made + n, |mut row, i| {
                 row.push_bind(slots[i % slots.len()])
+                    .push_bind(self.client.0)
                     .push_bind(uuid::Uuid::new_v4().to_string())
                     .push("'held'")
                     .push_bind(expires_at);
