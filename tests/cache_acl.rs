@@ -129,22 +129,7 @@ async fn the_cache_works_in_full_as_the_template_user_and_nothing_else_does() {
     // (MULTI: INCR + DEL) and the next read recomputes.
     assert_eq!(x_cache(availability().await), "miss");
     assert_eq!(x_cache(availability().await), "hit");
-    let (status, held) = read(
-        http::hold(
-            &app,
-            hold_request(&slot.0.to_string(), Some(&new_key().to_string())),
-        )
-        .await
-        .unwrap(),
-    );
-    assert_eq!(status, 201, "{held}");
-    let hold_id = held["id"].as_u64().expect("id").to_string();
-    let (status, body) = read(
-        http::confirm(&app, confirm_request(&hold_id))
-            .await
-            .unwrap(),
-    );
-    assert_eq!(status, 200, "{body}");
+    hold_and_confirm(&app, slot).await;
     assert_eq!(x_cache(availability().await), "miss");
     assert_eq!(x_cache(availability().await), "hit");
     // The rate limiter's script (TIME, GET, SET PX): one client at 1/s

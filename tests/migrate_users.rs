@@ -218,22 +218,7 @@ async fn the_application_user_can_use_rows_but_never_change_the_schema() {
     })
     .expect("app as the application user");
     let slot = db.insert_slot(2).await;
-    let (status, held) = read(
-        http::hold(
-            &app,
-            hold_request(&slot.0.to_string(), Some(&new_key().to_string())),
-        )
-        .await
-        .unwrap(),
-    );
-    assert_eq!(status, 201, "{held}");
-    let hold_id = held["id"].as_u64().expect("id").to_string();
-    let (status, confirmed) = read(
-        http::confirm(&app, confirm_request(&hold_id))
-            .await
-            .unwrap(),
-    );
-    assert_eq!(status, 200, "{confirmed}");
+    hold_and_confirm(&app, slot).await;
     let (status, _) = read(
         http::availability(&app, availability_request())
             .await

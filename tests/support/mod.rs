@@ -288,6 +288,22 @@ pub fn assert_only_workload_outcomes<'a>(outcomes: impl IntoIterator<Item = &'a 
     }
 }
 
+/// A new hold on `slot` (201), confirmed (200), through the handlers: the
+/// hold resource as confirmed.
+pub async fn hold_and_confirm(app: &App, slot: SlotId) -> Value {
+    let request = hold_request(&slot.0.to_string(), Some(new_key().as_str()));
+    let (status, held) = read(shared::http::hold(app, request).await.unwrap());
+    assert_eq!(status, 201, "{held}");
+    let hold_id = held["id"].as_u64().expect("id").to_string();
+    let (status, confirmed) = read(
+        shared::http::confirm(app, confirm_request(&hold_id))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{confirmed}");
+    confirmed
+}
+
 pub fn new_key() -> IdempotencyKey {
     IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string()).expect("uuid")
 }

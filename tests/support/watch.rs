@@ -7,17 +7,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
-/// The functions behind the API's routes.
-pub const API_FUNCTIONS: [&str; 7] = [
-    "availability",
-    "hold",
-    "confirm",
-    "cancel",
-    "clients-create",
-    "clients-list",
-    "clients-revoke",
-];
-
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`) and the scheduled `sweep`.
 pub const DEV_FUNCTIONS: [&str; 9] = [

@@ -25,7 +25,7 @@ use crate::clients::ClientId;
 use redis::{AsyncCommands, Script};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 /// KEYS[1]: the client's bucket (its theoretical arrival time, µs);
@@ -52,6 +52,9 @@ if KEYS[2] then
 end
 return {granted, '0', false}
 "#;
+
+/// Built (its SHA-1 computed) once per environment, not per request.
+static ADMIT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ADMIT));
 
 /// How long leased tokens may be spent: short, so that tokens taken now
 /// are not spent as a burst much later.
@@ -141,8 +144,7 @@ impl AvailabilityCache {
             };
         }
         let bucket = self.keys.rate(limit.client);
-        let script = Script::new(ADMIT);
-        let mut invocation = script.key(&bucket);
+        let mut invocation = ADMIT_SCRIPT.key(&bucket);
         if let Some(read) = read {
             invocation.key(read);
         }

@@ -103,7 +103,14 @@ pub struct ClientAdmin {
     pool: MySqlPool,
 }
 
-const CLIENT_COLUMNS: &str = "id, name, role, rate_limit_per_second, created_at, revoked_at";
+macro_rules! client_columns {
+    () => {
+        "SELECT id, name, role, rate_limit_per_second, created_at, revoked_at FROM api_clients"
+    };
+}
+const LIST_CLIENTS: &str = concat!(client_columns!(), " ORDER BY id");
+const FIND_CLIENT: &str = concat!(client_columns!(), " WHERE id = ?");
+const LOCK_CLIENT: &str = concat!(client_columns!(), " WHERE id = ? FOR UPDATE");
 
 type ClientRow = (
     u64,
@@ -156,11 +163,7 @@ impl ClientAdmin {
     /// Every client, oldest first, without keys or hashes.
     pub async fn list(&self, deadline: tokio::time::Instant) -> Result<Vec<Client>, Error> {
         let rows: Vec<ClientRow> = db::transact!(&self.pool, "client list", deadline, |conn| {
-            Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {CLIENT_COLUMNS} FROM api_clients ORDER BY id"
-            )))
-            .fetch_all(&mut *conn)
-            .await?)
+            Ok(sqlx::query_as(LIST_CLIENTS).fetch_all(&mut *conn).await?)
         })?;
         rows.into_iter().map(client).collect()
     }
@@ -179,7 +182,7 @@ impl ClientAdmin {
 
     async fn find(&self, id: ClientId, deadline: tokio::time::Instant) -> Result<Client, Error> {
         db::transact!(&self.pool, "client read", deadline, |conn| {
-            find(&mut conn, id, "").await
+            find(&mut conn, id, FIND_CLIENT).await
         })
     }
 }
@@ -196,7 +199,7 @@ async fn revoke_once(conn: &mut MySqlConnection, id: ClientId) -> Result<Client,
     )
     .fetch_all(&mut *tx)
     .await?;
-    let target = find(&mut tx, id, " FOR UPDATE").await?;
+    let target = find(&mut tx, id, LOCK_CLIENT).await?;
     if target.revoked_at.is_some() {
         return Ok(target);
     }
@@ -211,18 +214,18 @@ async fn revoke_once(conn: &mut MySqlConnection, id: ClientId) -> Result<Client,
         .bind(id.0)
         .execute(&mut *tx)
         .await?;
-    let revoked = find(&mut tx, id, "").await?;
+    let revoked = find(&mut tx, id, FIND_CLIENT).await?;
     tx.commit().await?;
     Ok(revoked)
 }
 
-async fn find(conn: &mut MySqlConnection, id: ClientId, lock: &str) -> Result<Client, Error> {
-    let row: Option<ClientRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {CLIENT_COLUMNS} FROM api_clients WHERE id = ?{lock}"
-    )))
-    .bind(id.0)
-    .fetch_optional(conn)
-    .await?;
+/// One client by `sql`: [`FIND_CLIENT`] or [`LOCK_CLIENT`].
+async fn find(
+    conn: &mut MySqlConnection,
+    id: ClientId,
+    sql: &'static str,
+) -> Result<Client, Error> {
+    let row: Option<ClientRow> = sqlx::query_as(sql).bind(id.0).fetch_optional(conn).await?;
     client(row.ok_or(Error::ClientNotFound(id))?)
 }
 

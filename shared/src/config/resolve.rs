@@ -65,15 +65,7 @@ impl Settings {
         let (database_url, database_password) =
             database.map_err(|err| StartupError(err.to_string()))?;
         Ok(Resolved {
-            config: Config {
-                database_url,
-                redis_url,
-                cache_ttl: self.cache_ttl,
-                hold_ttl: self.hold_ttl,
-                access: self.access,
-                cache_namespace: self.cache_namespace,
-                cache_user,
-            },
+            config: self.into_config(database_url, redis_url, cache_user),
             database_password,
             cache_password,
         })

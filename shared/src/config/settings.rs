@@ -168,8 +168,8 @@ impl Settings {
     /// (its password is in Secrets Manager), and a cache known only by name,
     /// or reached as a user (its password is there too), counts as off.
     pub fn local(self) -> Result<Config, ConfigError> {
-        let database_url = match self.database {
-            DatabaseSource::Url(url) => url,
+        let database_url = match &self.database {
+            DatabaseSource::Url(url) => url.clone(),
             DatabaseSource::Proxy(_) => {
                 return Err(ConfigError {
                     key: "DATABASE_URL",
@@ -178,19 +178,30 @@ impl Settings {
                 });
             }
         };
-        let redis_url = match self.cache {
-            CacheSource::Url(url) if self.cache_user.is_none() => Some(url),
+        let redis_url = match &self.cache {
+            CacheSource::Url(url) if self.cache_user.is_none() => Some(url.clone()),
             CacheSource::Url(_) | CacheSource::Discover(_) | CacheSource::Off => None,
         };
-        Ok(Config {
+        Ok(self.into_config(database_url, redis_url, None))
+    }
+
+    /// The configuration, once where the database and the cache are is
+    /// known (locally, or after the AWS look-ups).
+    pub(super) fn into_config(
+        self,
+        database_url: String,
+        redis_url: Option<String>,
+        cache_user: Option<String>,
+    ) -> Config {
+        Config {
             database_url,
             redis_url,
             cache_ttl: self.cache_ttl,
             hold_ttl: self.hold_ttl,
             access: self.access,
             cache_namespace: self.cache_namespace,
-            cache_user: None,
-        })
+            cache_user,
+        }
     }
 
     /// True when resolving needs an AWS API (a secret or cache discovery).
