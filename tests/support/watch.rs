@@ -9,11 +9,14 @@ use tokio::process::{Child, Command};
 
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`) and the scheduled `sweep`.
-pub const DEV_FUNCTIONS: [&str; 9] = [
+pub const DEV_FUNCTIONS: [&str; 12] = [
     "availability",
     "hold",
     "confirm",
     "cancel",
+    "holds-get",
+    "holds-find",
+    "holds-extend",
     "clients-create",
     "clients-list",
     "clients-revoke",
