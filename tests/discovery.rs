@@ -430,6 +430,7 @@ fn settings(database: DatabaseSource, cache: CacheSource) -> Settings {
         cache,
         cache_ttl: Duration::from_secs(10),
         hold_ttl: Duration::from_secs(300),
+        holds: shared::config::HoldRules::default(),
         access: Default::default(),
         cache_namespace: "slot_booking".into(),
         cache_user: None,

@@ -76,6 +76,7 @@ async fn envs(bench: &Bench, url: &str) -> Result<Vec<App>, String> {
             redis_url: Some(url.to_string()),
             cache_ttl: Duration::from_secs(10),
             hold_ttl: Duration::from_secs(300),
+            holds: shared::config::HoldRules::default(),
             access: Default::default(),
             cache_namespace: bench.name.clone(),
             cache_user: None,

@@ -30,6 +30,7 @@ type HoldRow = (
     u64,
     u64,
     u64,
+    u32,
     String,
     String,
     DateTime<Utc>,
@@ -37,6 +38,7 @@ type HoldRow = (
     Option<DateTime<Utc>>,
     DateTime<Utc>,
     DateTime<Utc>,
+    bool,
 );
 
 /// [`HoldRow`] and `expires_at <= now`.
@@ -44,6 +46,7 @@ type HoldRowExpired = (
     u64,
     u64,
     u64,
+    u32,
     String,
     String,
     DateTime<Utc>,
@@ -51,6 +54,7 @@ type HoldRowExpired = (
     Option<DateTime<Utc>>,
     DateTime<Utc>,
     DateTime<Utc>,
+    bool,
     bool,
 );
 
@@ -64,29 +68,35 @@ pub async fn hold(
     client: u64,
     slot: u64,
     key: &str,
+    quantity: u32,
     ttl_micros: i64,
 ) -> Result<Outcome> {
-    let (key_hold, bookable): (Option<u64>, Option<i64>) = sqlx::query_as(Booking::HOLD_PRECHECK)
-        .bind(client)
-        .bind(key)
-        .bind(slot)
-        .fetch_one(pool)
-        .await?;
+    let (key_hold, bookable, closed): (Option<u64>, Option<i64>, Option<bool>) =
+        sqlx::query_as(Booking::HOLD_PRECHECK)
+            .bind(client)
+            .bind(key)
+            .bind(slot)
+            .bind(slot)
+            .fetch_one(pool)
+            .await?;
     if key_hold.is_some() {
         return Ok(Outcome::Done("200"));
     }
-    match bookable {
-        None => return Ok(Outcome::Done("404")),
-        Some(b) if b <= 0 => return Ok(Outcome::Done("409")),
-        Some(_) => {}
+    match (bookable, closed) {
+        (None, _) => return Ok(Outcome::Done("404")),
+        (_, Some(true)) => return Ok(Outcome::Done("409")),
+        (Some(b), _) if b < i64::from(quantity) => return Ok(Outcome::Done("409")),
+        _ => {}
     }
     let mut tx = pool.begin().await?;
     let claim = sqlx::query(Booking::HOLD_CLAIM)
+        .bind(quantity)
         .bind(slot)
+        .bind(quantity)
         .execute(&mut *tx)
         .await?;
     let claimed = claim.rows_affected();
-    if claimed == 1 && claim.last_insert_id() == 1 {
+    if claimed == 1 && claim.last_insert_id() == u64::from(quantity) {
         sqlx::query(Booking::HOLD_WATERMARK)
             .bind(slot)
             .execute(&mut *tx)
@@ -102,23 +112,28 @@ pub async fn hold(
         if again.is_some() {
             return Ok(Outcome::Done("200"));
         }
-        if held >= remaining {
+        if u64::from(held) + u64::from(quantity) > u64::from(remaining) {
             tx.commit().await?;
             return Ok(Outcome::Done("409"));
         }
         sqlx::query(Booking::HOLD_CLAIM_RECLAIMED)
+            .bind(quantity)
             .bind(slot)
             .execute(&mut *tx)
             .await?;
     }
-    let id = sqlx::query(Booking::HOLD_INSERT)
-        .bind(slot)
+    let inserted = sqlx::query(Booking::HOLD_INSERT)
         .bind(client)
+        .bind(quantity)
         .bind(key)
         .bind(ttl_micros)
+        .bind(slot)
         .execute(&mut *tx)
-        .await?
-        .last_insert_id();
+        .await?;
+    if inserted.rows_affected() == 0 {
+        return Ok(Outcome::Done("409")); // the slot has started
+    }
+    let id = inserted.last_insert_id();
     let _hold: HoldRow = sqlx::query_as(FIND_BY_ID)
         .bind(id)
         .fetch_one(&mut *tx)
@@ -163,7 +178,7 @@ pub async fn confirm(
         .bind(hold)
         .fetch_one(pool)
         .await?;
-    if row.4 != "held" || row.10 {
+    if row.5 != "held" || row.12 {
         return Ok(Outcome::Done("409"));
     }
     let slot = row.1;
@@ -176,11 +191,15 @@ pub async fn confirm(
         .bind(hold)
         .fetch_one(&mut *tx)
         .await?;
-    if row.4 != "held" || row.10 {
+    if row.5 != "held" || row.12 {
         return Ok(Outcome::Done("409"));
     }
+    let quantity = row.3;
     let consumed = sqlx::query(Booking::CONFIRM_CONSUME)
+        .bind(quantity)
+        .bind(quantity)
         .bind(slot)
+        .bind(quantity)
         .execute(&mut *tx)
         .await?
         .rows_affected();
@@ -261,13 +280,17 @@ pub async fn seed_hold(
     if active >= i64::from(slot_row.4) {
         return Ok(Outcome::Done("409"));
     }
-    sqlx::query(Booking::HOLD_INSERT)
-        .bind(slot)
+    let inserted = sqlx::query(Booking::HOLD_INSERT)
         .bind(client)
+        .bind(1_u32)
         .bind(key)
         .bind(ttl_micros)
+        .bind(slot)
         .execute(&mut *tx)
         .await?;
+    if inserted.rows_affected() == 0 {
+        return Ok(Outcome::Done("409")); // the slot has started
+    }
     tx.commit().await?;
     Ok(Outcome::Done("201"))
 }

@@ -63,12 +63,12 @@ impl Variant {
             Self::Service | Self::ServiceNoCache => {
                 let caller = env.admit().await.map_err(|e| e.to_string())?;
                 let key = IdempotencyKey::parse(&key).ok_or("bad key")?;
-                match env.app.booking.hold(&caller, SlotId(slot), &key).await {
+                match env.app.booking.hold(&caller, SlotId(slot), 1, &key).await {
                     Ok(done) => Ok(Outcome::Done(if done.created { "201" } else { "200" })),
                     Err(err) => refused(&err),
                 }
             }
-            Self::Raw => raw::hold(&env.pool, env.client.0, slot, &key, HOLD_TTL_MICROS)
+            Self::Raw => raw::hold(&env.pool, env.client.0, slot, &key, 1, HOLD_TTL_MICROS)
                 .await
                 .map_err(|e| e.to_string()),
             Self::SeedCount => raw::seed_hold(&env.pool, env.client.0, slot, &key, HOLD_TTL_MICROS)

@@ -201,6 +201,7 @@ impl Bench {
                 // inside one freshness window.
                 cache_ttl: Duration::from_secs(15),
                 hold_ttl: Duration::from_secs(300),
+                holds: shared::config::HoldRules::default(),
                 access: Default::default(),
                 cache_namespace: self.name.clone(),
                 cache_user: None,

@@ -123,6 +123,10 @@ pub struct Hold {
     #[serde(skip)]
     pub client_id: ClientId,
     pub status: HoldStatus,
+    /// Seats claimed, all or nothing (SPEC §9).
+    pub quantity: u32,
+    /// `held` and unexpired by the database's clock when it was read.
+    pub active: bool,
     pub idempotency_key: String,
     #[serde(serialize_with = "utc_micros")]
     pub expires_at: DateTime<Utc>,
@@ -218,6 +222,8 @@ mod tests {
             slot_id: SlotId(3),
             client_id: crate::clients::ClientId(7),
             status: HoldStatus::Held,
+            quantity: 2,
+            active: true,
             idempotency_key: "k".into(),
             expires_at: at,
             confirmed_at: None,
@@ -228,6 +234,8 @@ mod tests {
         let json = serde_json::to_value(&hold).unwrap();
         assert_eq!(json["expires_at"], "2026-11-30T10:05:00.123456Z");
         assert_eq!(json["status"], "held");
+        assert_eq!(json["quantity"], 2);
+        assert_eq!(json["active"], true);
         assert!(json.get("client_id").is_none(), "the owner is never shown");
         assert_eq!(json["id"], 42);
         assert!(json["confirmed_at"].is_null());

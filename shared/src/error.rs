@@ -29,8 +29,17 @@ pub enum Error {
     HoldCancelled(HoldId),
     #[error("hold {0} has expired")]
     HoldExpired(HoldId),
-    #[error("idempotency key was already used for slot {used_for}")]
-    IdempotencyKeyReuse { used_for: SlotId },
+    /// Extending a hold that is already a booking.
+    #[error("hold {0} is confirmed")]
+    HoldConfirmed(HoldId),
+    /// The extension would not move `expires_at` later (the lifetime cap).
+    #[error("hold {0} reached its longest lifetime")]
+    ExtensionLimitReached(HoldId),
+    /// Holding, or extending a hold, on a slot that has started.
+    #[error("slot {0} has started")]
+    SlotClosed(SlotId),
+    #[error("idempotency key was already used: {0}")]
+    IdempotencyKeyReuse(KeyReuse),
     #[error("validation failed: {0:?}")]
     Validation(FieldErrors),
     /// No key, a malformed one, or one that names no active client.
@@ -75,7 +84,10 @@ impl Error {
             Self::CapacityExhausted(_) => "capacity_exhausted",
             Self::HoldCancelled(_) => "hold_cancelled",
             Self::HoldExpired(_) => "hold_expired",
-            Self::IdempotencyKeyReuse { .. } => "idempotency_key_reuse",
+            Self::HoldConfirmed(_) => "hold_confirmed",
+            Self::ExtensionLimitReached(_) => "extension_limit_reached",
+            Self::SlotClosed(_) => "slot_closed",
+            Self::IdempotencyKeyReuse(_) => "idempotency_key_reuse",
             Self::Validation(_) => "validation_failed",
             Self::Unauthenticated(_) => "unauthenticated",
             Self::Forbidden | Self::BuiltInClient(_) => "forbidden",
@@ -97,12 +109,15 @@ impl Error {
             Self::CapacityExhausted(_)
             | Self::HoldCancelled(_)
             | Self::HoldExpired(_)
+            | Self::HoldConfirmed(_)
+            | Self::ExtensionLimitReached(_)
+            | Self::SlotClosed(_)
             | Self::NameTaken(_)
             | Self::LastAdmin(_) => 409,
             Self::Unauthenticated(_) => 401,
             Self::Forbidden | Self::BuiltInClient(_) => 403,
             Self::RateLimited { .. } => 429,
-            Self::IdempotencyKeyReuse { .. } | Self::Validation(_) => 422,
+            Self::IdempotencyKeyReuse(_) | Self::Validation(_) => 422,
             Self::Unavailable(_) => 503,
             Self::Internal(_) => 500,
         }
@@ -117,9 +132,17 @@ impl Error {
             Self::CapacityExhausted(id) => format!("Slot {id} has no remaining capacity."),
             Self::HoldCancelled(id) => format!("Hold {id} has been cancelled."),
             Self::HoldExpired(id) => format!("Hold {id} has expired."),
-            Self::IdempotencyKeyReuse { used_for } => {
+            Self::HoldConfirmed(id) => format!("Hold {id} is confirmed; a booking has no expiry."),
+            Self::ExtensionLimitReached(id) => {
+                format!("Hold {id} cannot be extended: it has reached its longest lifetime.")
+            }
+            Self::SlotClosed(id) => format!("Slot {id} has started; it takes no more holds."),
+            Self::IdempotencyKeyReuse(KeyReuse::Slot { used_for }) => {
                 format!("This idempotency key was already used for slot {used_for}.")
             }
+            Self::IdempotencyKeyReuse(KeyReuse::Quantity { used_for, asked }) => format!(
+                "This idempotency key was already used for a quantity of {used_for}, not {asked}."
+            ),
             Self::Validation(errors) => validation_summary(errors),
             Self::Unauthenticated(why) => why.message().into(),
             Self::Forbidden => "This route needs an admin key.".into(),
@@ -154,6 +177,25 @@ impl Error {
     /// Errors a client caused are part of normal traffic; the rest are ours.
     pub fn is_server_side(&self) -> bool {
         self.status() >= 500
+    }
+}
+
+/// What differs between a replayed idempotency key's hold and the request
+/// (SPEC §9's fingerprint: slot, then quantity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyReuse {
+    Slot { used_for: SlotId },
+    Quantity { used_for: u32, asked: u32 },
+}
+
+impl std::fmt::Display for KeyReuse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Slot { used_for } => write!(f, "for slot {used_for}"),
+            Self::Quantity { used_for, asked } => {
+                write!(f, "for quantity {used_for}, asked {asked}")
+            }
+        }
     }
 }
 
@@ -227,12 +269,27 @@ mod tests {
             (Error::HoldCancelled(HoldId(1)), 409, "hold_cancelled"),
             (Error::HoldExpired(HoldId(1)), 409, "hold_expired"),
             (
-                Error::IdempotencyKeyReuse {
+                Error::IdempotencyKeyReuse(KeyReuse::Slot {
                     used_for: SlotId(2),
-                },
+                }),
                 422,
                 "idempotency_key_reuse",
             ),
+            (
+                Error::IdempotencyKeyReuse(KeyReuse::Quantity {
+                    used_for: 2,
+                    asked: 3,
+                }),
+                422,
+                "idempotency_key_reuse",
+            ),
+            (Error::HoldConfirmed(HoldId(1)), 409, "hold_confirmed"),
+            (
+                Error::ExtensionLimitReached(HoldId(1)),
+                409,
+                "extension_limit_reached",
+            ),
+            (Error::SlotClosed(SlotId(1)), 409, "slot_closed"),
             (Error::SlotNotFound(SlotId(9)), 404, "not_found"),
             (Error::HoldNotFound(HoldId(9)), 404, "not_found"),
             (

@@ -92,7 +92,7 @@ impl App {
             }
             None => None,
         };
-        let booking = Booking::new(pool, config.hold_ttl, cache);
+        let booking = Booking::new(pool, config.hold_ttl, cache).with_rules(config.holds);
         Ok(Self::assemble(config, booking))
     }
 
@@ -127,6 +127,9 @@ impl App {
             cache_user = app.config.cache_user.as_deref().unwrap_or("none"),
             cache_ttl_s = app.config.cache_ttl.as_secs(),
             hold_ttl_s = app.config.hold_ttl.as_secs(),
+            hold_max_quantity = app.config.holds.max_quantity,
+            hold_max_lifetime_s = app.config.holds.max_lifetime.as_secs(),
+            hold_retention_days = app.config.holds.retention.as_secs() / 86_400,
             "configuration ready"
         );
         Ok(app)

@@ -115,6 +115,7 @@ impl TestDb {
             redis_url: None,
             cache_ttl: Duration::from_secs(10),
             hold_ttl,
+            holds: shared::config::HoldRules::default(),
             // Part I's anonymous API: the seed's tests run in `open` mode
             // (tests/auth.rs covers `api-key`).
             access: Access {
@@ -129,8 +130,9 @@ impl TestDb {
 
     pub async fn insert_slot(&self, capacity: u32) -> SlotId {
         let done = sqlx::query(
+            // Tomorrow: a slot that has started takes no holds (SPEC §9).
             "INSERT INTO slots (starts_at, ends_at, capacity, remaining) \
-             VALUES ('2026-12-01 08:00:00', '2026-12-01 09:00:00', ?, ?)",
+             VALUES (UTC_TIMESTAMP() + INTERVAL 1 DAY, UTC_TIMESTAMP() + INTERVAL 25 HOUR, ?, ?)",
         )
         .bind(capacity)
         .bind(capacity)

@@ -53,11 +53,13 @@ async fn main() -> Result<(), Error> {
                         "Metrics": [
                             {"Name": "CounterRepairs", "Unit": "Count"},
                             {"Name": "SweepSlotsFailed", "Unit": "Count"},
+                            {"Name": "HoldsDeleted", "Unit": "Count"},
                         ],
                     }],
                 },
                 "CounterRepairs": report.repaired,
                 "SweepSlotsFailed": report.failed,
+                "HoldsDeleted": report.deleted,
             })
         );
         Ok::<_, Error>(json!(report))

@@ -9,8 +9,8 @@ use crate::error::Error;
 use sqlx::{Connection, MySqlConnection};
 
 impl Booking {
-    /// Cancels a hold. A held hold (active or expired) frees its seat by
-    /// leaving the active set; a confirmed one gives its seat back, capped
+    /// Cancels a hold. A held hold (active or expired) frees its seats by
+    /// leaving the active set; a confirmed one gives its seats back, capped
     /// at capacity. Cancelling a cancelled hold changes nothing. The cache
     /// is invalidated as after a confirm.
     ///
@@ -26,14 +26,15 @@ impl Booking {
     }
 
     /// Releases a held hold's claim on `held`, unless a reclaim already
-    /// did (it expired at or before the slot's reclaim watermark).
-    pub const CANCEL_RELEASE: &'static str = "UPDATE slots SET held = held - 1, updated_at = UTC_TIMESTAMP(6) \
-         WHERE id = ? AND held > 0 AND reclaimed_until < ?";
-    /// Only a confirmation consumed a seat, so only its cancellation
-    /// returns one; the cap means no sequence of cancels lifts remaining
-    /// above capacity.
-    pub const CANCEL_RETURN: &'static str = "UPDATE slots SET remaining = remaining + 1, updated_at = UTC_TIMESTAMP(6) \
-         WHERE id = ? AND remaining < capacity";
+    /// did (it expired at or before the slot's reclaim watermark). `LEAST`
+    /// only absorbs an out-of-band edit of `held`.
+    pub const CANCEL_RELEASE: &'static str = "UPDATE slots SET held = held - LEAST(held, ?), updated_at = UTC_TIMESTAMP(6) \
+         WHERE id = ? AND reclaimed_until < ?";
+    /// Only a confirmation consumed seats, so only its cancellation
+    /// returns them; the cap (`LEAST`, SPEC §15.7: capped, never refused)
+    /// means no sequence of cancels lifts remaining above capacity.
+    pub const CANCEL_RETURN: &'static str = "UPDATE slots SET remaining = LEAST(capacity, remaining + ?), \
+         updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
     pub const CANCEL_MARK: &'static str = "UPDATE holds SET status = 'cancelled', cancelled_at = UTC_TIMESTAMP(6), \
          updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
 
@@ -65,9 +66,12 @@ impl Booking {
                 });
             }
             HoldStatus::Held => sqlx::query(Self::CANCEL_RELEASE)
+                .bind(hold.quantity)
                 .bind(hold.slot_id.0)
                 .bind(hold.expires_at),
-            HoldStatus::Confirmed => sqlx::query(Self::CANCEL_RETURN).bind(hold.slot_id.0),
+            HoldStatus::Confirmed => sqlx::query(Self::CANCEL_RETURN)
+                .bind(hold.quantity)
+                .bind(hold.slot_id.0),
         };
         release.execute(&mut *tx).await?;
         sqlx::query(Self::CANCEL_MARK)

@@ -1,4 +1,4 @@
-//! Confirm: turn an active hold into a booking, consuming one seat.
+//! Confirm: turn an active hold into a booking, consuming its seats.
 
 use super::sql::{find_by_id, find_with_expiry, lock_hold, lock_slot};
 use super::{Booking, Transition};
@@ -9,7 +9,8 @@ use crate::error::Error;
 use sqlx::{Connection, MySqlConnection};
 
 impl Booking {
-    /// Turns a held, unexpired hold into a booking and consumes one seat.
+    /// Turns a held, unexpired hold into a booking and consumes its
+    /// quantity of seats.
     ///
     /// Idempotent: a confirmed hold answers with itself, even after its
     /// `expires_at` has passed. The seat is taken by a conditional decrement
@@ -30,9 +31,10 @@ impl Booking {
 
     /// The confirm's writes, after [`super::LOCK_SLOT`] and
     /// [`super::LOCK_HOLD`]: the seat is consumed by a decrement that
-    /// carries its own condition.
-    pub const CONFIRM_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - 1, held = held - IF(held > 0, 1, 0), \
-         updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining > 0";
+    /// carries its own condition. The hold's seats move from `held` to the
+    /// booked: `LEAST` only absorbs an out-of-band edit of `held`.
+    pub const CONFIRM_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - ?, held = held - LEAST(held, ?), \
+         updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining >= ?";
     pub const CONFIRM_MARK: &'static str = "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
          updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
 
@@ -64,14 +66,18 @@ impl Booking {
         // serialised. A hold created after the expiry that did not count
         // this one can never see it confirmed (bookable would be −1).
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
+        let quantity = hold.quantity;
         if let Some(done) = confirm_decided(hold, expired)? {
             return Ok(done);
         }
-        // Consume the seat: check and write are one statement. The hold is
+        // Consume the seats: check and write are one statement. The hold is
         // active, so it is counted in `held` (expires_at > now >=
         // reclaimed_until); the guard only absorbs out-of-band edits.
         let consumed = sqlx::query(Self::CONFIRM_CONSUME)
+            .bind(quantity)
+            .bind(quantity)
             .bind(slot_id.0)
+            .bind(quantity)
             .execute(&mut *tx)
             .await?
             .rows_affected();

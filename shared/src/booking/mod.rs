@@ -7,7 +7,9 @@
 mod sql;
 mod cancel;
 mod confirm;
+mod extend;
 mod hold;
+mod read;
 mod reclaim;
 mod sweep;
 
@@ -16,6 +18,7 @@ pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD,
 pub use sweep::{SweepLimits, SweepReport};
 
 use crate::cache::{AvailabilityCache, CacheStatus, Limit, Served};
+use crate::config::HoldRules;
 use crate::db;
 use crate::domain::{Hold, SlotAvailability, SlotId};
 use crate::error::Error;
@@ -32,6 +35,7 @@ use std::time::{Duration, Instant};
 pub struct Booking {
     pool: MySqlPool,
     hold_ttl: Duration,
+    rules: HoldRules,
     cache: Option<AvailabilityCache>,
     /// How many projection queries this instance ran: lets operators and
     /// tests see the cache absorbing reads.
@@ -52,7 +56,8 @@ const INVALIDATION_RESERVE: Duration = Duration::from_millis(300);
 /// See [`Booking::availability_json`].
 const CUT_GRACE: Duration = Duration::from_millis(50);
 
-/// What `hold` did: a new hold (201) or the replay of the key's hold (200).
+/// What `hold` did: a new hold (201) or the replay of the key's hold (200,
+/// `Idempotent-Replayed: true`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoldOutcome {
     pub hold: Hold,
@@ -72,10 +77,21 @@ impl Booking {
         Self {
             pool,
             hold_ttl,
+            rules: HoldRules::default(),
             cache,
             projections: Arc::default(),
             deadline: None,
         }
+    }
+
+    /// This service with these quantity, lifetime and retention rules
+    /// (SPEC §9; [`HoldRules::default`] otherwise).
+    pub fn with_rules(self, rules: HoldRules) -> Self {
+        Self { rules, ..self }
+    }
+
+    pub fn rules(&self) -> HoldRules {
+        self.rules
     }
 
     /// This service, answering by `deadline`: every operation then returns

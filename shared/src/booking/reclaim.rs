@@ -1,5 +1,5 @@
 //! The reclaim: under a slot's row lock, give back the seats of the holds
-//! that expired since the slot's watermark, and move the watermark to now.
+//! that expired since the slot's watermark (their quantities), and move the watermark to now.
 //! The hold path runs it when the counter says full.
 
 use crate::domain::SlotId;
@@ -17,7 +17,7 @@ pub const RECLAIM_LOCK: &str =
 /// Sent after the lock, so its `now` is later than every watermark written
 /// before; it is also the statement that counts, with that very `now`.
 /// The first plain read of the transaction: its snapshot follows the lock.
-pub const RECLAIM_COUNT: &str = "SELECT UTC_TIMESTAMP(6), COUNT(*) FROM holds \
+pub const RECLAIM_COUNT: &str = "SELECT UTC_TIMESTAMP(6), CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM holds \
      FORCE INDEX (holds_slot_id_status_expires_at_index) \
      WHERE slot_id = ? AND status = 'held' AND expires_at > ? AND expires_at <= UTC_TIMESTAMP(6)";
 /// `GREATEST`: the watermark never moves back, whatever clock fed it.
@@ -31,8 +31,9 @@ pub(super) struct Counters {
 }
 
 /// Under the slot's row lock (taken here, first): subtracts from `held` the
-/// holds that expired since the slot's reclaim watermark and moves the
-/// watermark to now. Afterwards `held` is exactly the slot's active holds.
+/// seats of the holds that expired since the slot's reclaim watermark and
+/// moves the watermark to now. Afterwards `held` is exactly the seats of
+/// the slot's active holds.
 /// `None` when the slot does not exist.
 pub(super) async fn reclaim_locked(
     conn: &mut MySqlConnection,

@@ -25,23 +25,23 @@ macro_rules! active_hold {
 }
 pub const ACTIVE_HOLD: &str = active_hold!();
 
-/// The held-seats counter (docs/DESIGN.md). `slots.held` counts the
-/// slot's `held` holds that expire after its reclaim watermark
-/// `slots.reclaimed_until`. Among those, the ones already expired still
-/// occupy the counter but no longer a seat: this condition finds them, for
-/// a hold aliased `x` of a slot aliased `s`. Reclaims and the sweeper move
-/// the watermark, so they are few. Hence, with one clock,
-/// `held − (holds matching this) = (holds matching ACTIVE_HOLD)`, which
-/// the tests check as the oracle after every step.
+/// The held-seats counter (docs/DESIGN.md). `slots.held` is the sum of
+/// the quantities of the slot's `held` holds that expire after its reclaim
+/// watermark `slots.reclaimed_until`. Among those, the ones already
+/// expired still occupy the counter but no longer a seat: this condition
+/// finds them, for a hold aliased `x` of a slot aliased `s`. Reclaims and
+/// the sweeper move the watermark, so they are few. Hence, with one clock,
+/// `held − Σ quantity (holds matching this) = Σ quantity (ACTIVE_HOLD)`,
+/// which the tests check as the oracle after every step.
 macro_rules! expired_but_counted {
     () => {
         "x.status = 'held' AND x.expires_at > s.reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)"
     };
 }
 
-/// What one slot has bookable: `remaining − held + expired-but-counted`.
-/// SIGNED: on the UNSIGNED columns a negative intermediate would be error
-/// 1690. With `s.id = ?` the slot row is a constant to the optimiser, so
+/// What one slot has bookable: `remaining − held + expired-but-counted`
+/// seats. SIGNED: on the UNSIGNED columns a negative intermediate would be
+/// error 1690 (and `SUM` of an integer column is a DECIMAL). With `s.id = ?` the slot row is a constant to the optimiser, so
 /// the watermark bounds an index range over `(slot_id, status,
 /// expires_at)`: the cost is the slot's expired-but-counted holds, not its
 /// active ones. The index is forced: statistics sometimes tempt the
@@ -49,7 +49,8 @@ macro_rules! expired_but_counted {
 macro_rules! slot_bookable {
     () => {
         concat!(
-            "SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COUNT(x.id) ",
+            "SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) ",
+            "+ CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) ",
             "FROM slots s LEFT JOIN holds x FORCE INDEX (holds_slot_id_status_expires_at_index) ",
             "ON x.slot_id = s.id AND ",
             expired_but_counted!(),
@@ -58,15 +59,15 @@ macro_rules! slot_bookable {
     };
 }
 
-/// The expired-but-counted holds of every slot, per slot, with the expiry
-/// of the oldest (the sweeper takes the oldest due first). The constant
+/// The expired-but-counted seats of every slot, per slot, with the expiry
+/// of the oldest hold (the sweeper takes the oldest due first). The constant
 /// lower bound (the oldest watermark of a slot that counts any hold) turns
 /// the scan into a range over `(status, expires_at)` that covers the last
 /// hold TTL or so, not the whole history of expired holds.
 macro_rules! expired_but_counted_per_slot {
     () => {
         concat!(
-            "SELECT s.id AS slot_id, COUNT(*) AS n, MIN(x.expires_at) AS due ",
+            "SELECT s.id AS slot_id, CAST(SUM(x.quantity) AS SIGNED) AS n, MIN(x.expires_at) AS due ",
             "FROM holds x JOIN slots s ON s.id = x.slot_id ",
             "WHERE ",
             expired_but_counted!(),
@@ -76,11 +77,16 @@ macro_rules! expired_but_counted_per_slot {
     };
 }
 
-/// The columns of the hold resource, in `HoldRow`'s order.
+/// The columns of the hold resource, in `HoldRow`'s order. `active` is
+/// decided by the statement's own clock, so a resource read under the
+/// slot's lock says what that lock's moment says.
 macro_rules! hold_columns {
     () => {
-        "id, slot_id, client_id, idempotency_key, status, expires_at, \
-         confirmed_at, cancelled_at, created_at, updated_at"
+        concat!(
+            "id, slot_id, client_id, quantity, idempotency_key, status, expires_at, ",
+            "confirmed_at, cancelled_at, created_at, updated_at, ",
+            "(status = 'held' AND expires_at > UTC_TIMESTAMP(6)) AS active"
+        )
     };
 }
 
@@ -178,10 +184,11 @@ where
 }
 
 #[derive(sqlx::FromRow)]
-struct HoldRow {
+pub(super) struct HoldRow {
     id: u64,
     slot_id: u64,
     client_id: u64,
+    quantity: u32,
     idempotency_key: String,
     status: String,
     expires_at: DateTime<Utc>,
@@ -189,6 +196,7 @@ struct HoldRow {
     cancelled_at: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    active: bool,
 }
 
 #[derive(sqlx::FromRow)]
@@ -199,7 +207,7 @@ struct HoldRowExpired {
 }
 
 impl HoldRow {
-    fn into_hold(self) -> Result<Hold, Error> {
+    pub(super) fn into_hold(self) -> Result<Hold, Error> {
         let status = HoldStatus::parse(&self.status).ok_or_else(|| {
             Error::Internal(sqlx::Error::Decode(
                 format!("unknown hold status {:?}", self.status).into(),
@@ -210,6 +218,8 @@ impl HoldRow {
             slot_id: SlotId(self.slot_id),
             client_id: ClientId(self.client_id),
             status,
+            quantity: self.quantity,
+            active: self.active,
             idempotency_key: self.idempotency_key,
             expires_at: self.expires_at,
             confirmed_at: self.confirmed_at,

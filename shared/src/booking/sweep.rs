@@ -1,5 +1,6 @@
-//! The sweeper: reclaims expired seats and re-checks every maintained
-//! counter against the holds table, one short transaction per slot.
+//! The sweeper: reclaims expired seats, re-checks every maintained counter
+//! against the holds table and deletes ended holds past their retention,
+//! one short transaction per slot.
 //!
 //! Correctness never waits for it (expiry is exact without it); it keeps
 //! the "expired but still counted" holds few, which keeps the projection
@@ -35,6 +36,8 @@ pub struct SweepReport {
     pub reclaimed: u64,
     /// Counters found drifted and repaired (each also logged as an error).
     pub repaired: u64,
+    /// Ended, never-confirmed holds deleted after their retention.
+    pub deleted: u64,
     /// Slots skipped by an error or a lock wait; the run went on.
     pub failed: u64,
     /// The budget ran out before every slot was visited.
@@ -52,22 +55,35 @@ const SWEEP_SAMPLE: &str = "SELECT id FROM slots ORDER BY checked_at, id LIMIT ?
 /// The lock first, reading no clock (see `RECLAIM_LOCK`).
 pub const CHECK_LOCK: &str =
     "SELECT capacity, remaining, held, reclaimed_until FROM slots WHERE id = ? FOR UPDATE";
-/// After the lock, in one statement with one `now`: the holds the counter
-/// must count once the watermark is at now, the ones that expired since
-/// the watermark (what an ordinary reclaim subtracts), and the confirmed.
+/// After the lock, in one statement with one `now`, in seats: the holds
+/// the counter must count once the watermark is at now, the ones that
+/// expired since the watermark (what an ordinary reclaim subtracts), and
+/// the confirmed.
 pub const CHECK_COUNT: &str = "SELECT UTC_TIMESTAMP(6), \
-     COUNT(CASE WHEN status = 'held' AND expires_at > GREATEST(?, UTC_TIMESTAMP(6)) THEN 1 END), \
-     COUNT(CASE WHEN status = 'held' AND expires_at > ? AND expires_at <= UTC_TIMESTAMP(6) THEN 1 END), \
-     COUNT(CASE WHEN status = 'confirmed' THEN 1 END) \
+     CAST(COALESCE(SUM(CASE WHEN status = 'held' AND expires_at > GREATEST(?, UTC_TIMESTAMP(6)) THEN quantity END), 0) AS SIGNED), \
+     CAST(COALESCE(SUM(CASE WHEN status = 'held' AND expires_at > ? AND expires_at <= UTC_TIMESTAMP(6) THEN quantity END), 0) AS SIGNED), \
+     CAST(COALESCE(SUM(CASE WHEN status = 'confirmed' THEN quantity END), 0) AS SIGNED) \
      FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) WHERE slot_id = ?";
 /// Writes the true figures; the watermark never moves back.
 pub const CHECK_APPLY: &str = "UPDATE slots SET held = ?, remaining = ?, \
      reclaimed_until = GREATEST(reclaimed_until, ?), checked_at = ? WHERE id = ?";
+/// Retention (SPEC §9): the slot's holds that ended (cancelled, or expired)
+/// at or before the cutoff and were never a booking. Sent after
+/// `CHECK_APPLY` moved the watermark to now, with a cutoff before that
+/// now: a `held` hold among them expired before the watermark, so no
+/// counter counts it and deleting it changes no figure. A booking
+/// (`confirmed_at` set, even if cancelled since) is never touched.
+pub const RETENTION_DELETE: &str = "DELETE FROM holds WHERE slot_id = ? AND confirmed_at IS NULL \
+     AND status IN ('held', 'cancelled') AND (expires_at <= ? OR cancelled_at <= ?) LIMIT ?";
+/// Deleted per slot and run: keeps the slot's lock short; the rest goes on
+/// the slot's next visit.
+const RETENTION_BATCH: u32 = 1000;
 
 /// One slot's check.
 struct Checked {
     reclaimed: u64,
     repaired: u64,
+    deleted: u64,
 }
 
 impl Booking {
@@ -107,6 +123,7 @@ impl Booking {
                     report.visited += 1;
                     report.reclaimed += checked.reclaimed;
                     report.repaired += checked.repaired;
+                    report.deleted += checked.deleted;
                 }
                 Ok(None) => {} // deleted meanwhile
                 Err(err) => {
@@ -186,10 +203,24 @@ impl Booking {
             .bind(slot_id.0)
             .execute(&mut *tx)
             .await?;
+        let retention =
+            chrono::Duration::from_std(self.rules.retention).unwrap_or(chrono::Duration::MAX);
+        let cutoff = now
+            .checked_sub_signed(retention)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let deleted = sqlx::query(RETENTION_DELETE)
+            .bind(slot_id.0)
+            .bind(cutoff)
+            .bind(cutoff)
+            .bind(RETENTION_BATCH)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         tx.commit().await?;
         Ok(Some(Checked {
             reclaimed: u64::try_from(expired.min(i64::from(held))).unwrap_or(0),
             repaired,
+            deleted,
         }))
     }
 }

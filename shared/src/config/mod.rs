@@ -41,6 +41,7 @@
 //! database's name alone.
 
 mod error;
+mod holds;
 mod resolve;
 mod settings;
 #[cfg(test)]
@@ -48,6 +49,7 @@ mod tests;
 
 pub use crate::secret::Secret;
 pub use error::{ConfigError, redact_url};
+pub use holds::HoldRules;
 pub use resolve::Resolved;
 pub use settings::{CacheSource, CacheUser, DatabaseSource, ProxyDatabase, Settings};
 use std::time::Duration;
@@ -66,8 +68,10 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// Freshness of the availability cache, 5–15 s.
     pub cache_ttl: Duration,
-    /// How long a hold keeps its seat.
+    /// How long a hold keeps its seats.
     pub hold_ttl: Duration,
+    /// Quantity, lifetime and retention of holds.
+    pub holds: HoldRules,
     pub access: Access,
     /// What the cache's keys are namespaced by, so that stacks and stages
     /// sharing one cache never read each other's figures:

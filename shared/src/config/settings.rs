@@ -4,7 +4,7 @@
 use super::error::{ConfigError, redact_url};
 use super::{
     Access, AuthMode, Config, DEFAULT_DATABASE_URL, DEFAULT_DB_PORT, DEFAULT_RATE_LIMIT_PER_SECOND,
-    DEFAULT_REDIS_URL, MAX_RATE_LIMIT_PER_SECOND, database_in_url,
+    DEFAULT_REDIS_URL, HoldRules, MAX_RATE_LIMIT_PER_SECOND, database_in_url,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use std::time::Duration;
@@ -16,6 +16,7 @@ pub struct Settings {
     pub cache: CacheSource,
     pub cache_ttl: Duration,
     pub hold_ttl: Duration,
+    pub holds: HoldRules,
     pub access: Access,
     /// See [`Config::cache_namespace`].
     pub cache_namespace: String,
@@ -126,6 +127,7 @@ impl Settings {
             1..=86_400,
             "an integer number of seconds from 1 to 86400",
         )?;
+        let holds = HoldRules::from_lookup(&lookup, hold_ttl)?;
         let mode = match lookup("AUTH_MODE").as_deref().map(str::trim) {
             None | Some("") | Some("api-key") => AuthMode::ApiKey,
             Some("open") => AuthMode::Open,
@@ -155,6 +157,7 @@ impl Settings {
             cache,
             cache_ttl,
             hold_ttl,
+            holds,
             access: Access {
                 mode,
                 rate_limit_per_second,
@@ -198,6 +201,7 @@ impl Settings {
             redis_url,
             cache_ttl: self.cache_ttl,
             hold_ttl: self.hold_ttl,
+            holds: self.holds,
             access: self.access,
             cache_namespace: self.cache_namespace,
             cache_user,

@@ -9,7 +9,7 @@ mod holds;
 mod slots;
 
 pub use clients::{create_client, list_clients, revoke_client};
-pub use holds::{cancel, confirm};
+pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold};
 pub use slots::{availability, hold};
 
 use crate::App;

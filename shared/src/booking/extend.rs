@@ -1,0 +1,118 @@
+//! Extend: keep an active hold longer, up to its lifetime cap (SPEC §9).
+//!
+//! An extension decides "is the hold still active?" the way confirm does,
+//! under the slot's lock, so it is serialised with the hold path's own
+//! decision: a hold that a new hold already counted as expired is never
+//! revived (its seats may be taken).
+
+use super::Booking;
+use super::sql::{HoldRow, find_by_id, find_with_expiry, lock_slot};
+use crate::clients::Caller;
+use crate::db;
+use crate::domain::{Hold, HoldId, HoldStatus};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use sqlx::{Connection, MySqlConnection};
+
+impl Booking {
+    /// Moves an active hold's `expires_at` to `min(now + HOLD_TTL_SECONDS,
+    /// created_at + HOLD_MAX_LIFETIME_SECONDS)`. Refused, in this order
+    /// (SPEC §15.8): confirmed, cancelled, expired, slot started, and an
+    /// extension that would not move `expires_at` later.
+    ///
+    /// Only the hold's owner or an admin may extend it; for anyone else it
+    /// does not exist. Seats do not change, so the cache is left alone.
+    pub async fn extend(&self, caller: &Caller, hold_id: HoldId) -> Result<Hold, Error> {
+        db::transact!(&self.pool, "extend", self.deadline(), |conn| {
+            self.extend_once(&mut conn, caller, hold_id).await
+        })
+    }
+
+    /// After [`super::LOCK_SLOT`], one statement with one `now` (later than
+    /// the slot's lock) locks the hold and decides everything: expired?
+    /// started? and where the extension would move `expires_at`.
+    pub const EXTEND_LOCK: &'static str = concat!(
+        "SELECT ",
+        hold_columns!(),
+        ", expires_at <= UTC_TIMESTAMP(6) AS expired, ",
+        "(SELECT s.starts_at <= UTC_TIMESTAMP(6) FROM slots s WHERE s.id = holds.slot_id) AS closed, ",
+        "LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, created_at + INTERVAL ? MICROSECOND) AS extended_to ",
+        "FROM holds WHERE id = ? FOR UPDATE"
+    );
+    /// The hold stays counted: it was active (`expires_at > now >=
+    /// reclaimed_until`) and only moves later.
+    pub const EXTEND_APPLY: &'static str =
+        "UPDATE holds SET expires_at = ?, updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+
+    async fn extend_once(
+        &self,
+        conn: &mut MySqlConnection,
+        caller: &Caller,
+        hold_id: HoldId,
+    ) -> Result<Hold, Error> {
+        // A plain read answers the final states without any lock, and
+        // tells which slot to lock.
+        let (hold, expired) = find_with_expiry(&mut *conn, hold_id).await?;
+        // The owner never changes: checked once, before any lock.
+        if !caller.may_touch(hold.client_id) {
+            return Err(Error::HoldNotFound(hold_id));
+        }
+        refuse_final(&hold, expired)?;
+        let slot_id = hold.slot_id;
+        let mut tx = conn.begin().await?;
+        // Lock order of every transaction: the slot row, then hold rows.
+        lock_slot(&mut tx, slot_id).await?;
+        let ttl = micros(self.hold_ttl);
+        let lifetime = micros(self.rules.max_lifetime);
+        let locked: Locked = sqlx::query_as(Self::EXTEND_LOCK)
+            .bind(ttl)
+            .bind(lifetime)
+            .bind(hold_id.0)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(Error::HoldNotFound(hold_id))?;
+        let hold = locked.row.into_hold()?;
+        refuse_final(&hold, locked.expired)?;
+        if locked.closed.unwrap_or(true) {
+            return Err(Error::SlotClosed(slot_id));
+        }
+        if locked.extended_to <= hold.expires_at {
+            return Err(Error::ExtensionLimitReached(hold_id));
+        }
+        sqlx::query(Self::EXTEND_APPLY)
+            .bind(locked.extended_to)
+            .bind(hold_id.0)
+            .execute(&mut *tx)
+            .await?;
+        let hold = find_by_id(&mut *tx, hold_id)
+            .await?
+            .ok_or(Error::HoldNotFound(hold_id))?;
+        tx.commit().await?;
+        Ok(hold)
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct Locked {
+    #[sqlx(flatten)]
+    row: HoldRow,
+    expired: bool,
+    /// NULL only if the slot row vanished, which its lock rules out.
+    closed: Option<bool>,
+    extended_to: DateTime<Utc>,
+}
+
+/// The refusals that need no lock, in the required order: confirmed,
+/// cancelled, expired (each final).
+fn refuse_final(hold: &Hold, expired: bool) -> Result<(), Error> {
+    match hold.status {
+        HoldStatus::Confirmed => Err(Error::HoldConfirmed(hold.id)),
+        HoldStatus::Cancelled => Err(Error::HoldCancelled(hold.id)),
+        HoldStatus::Held if expired => Err(Error::HoldExpired(hold.id)),
+        HoldStatus::Held => Ok(()),
+    }
+}
+
+fn micros(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}

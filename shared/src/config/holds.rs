@@ -1,0 +1,151 @@
+//! SPEC §9's rules for holds: how many seats one may claim, how long
+//! extensions may keep it, how long an ended hold's key keeps replaying.
+
+use super::error::ConfigError;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldRules {
+    /// `HOLD_MAX_QUANTITY`: the most seats one hold may claim.
+    pub max_quantity: u32,
+    /// `HOLD_MAX_LIFETIME_SECONDS`: no extension moves `expires_at` past
+    /// `created_at` plus this.
+    pub max_lifetime: Duration,
+    /// `HOLD_RETENTION_DAYS`: an ended hold that was never a booking is
+    /// deleted this long after it ended.
+    pub retention: Duration,
+}
+
+pub const DAY: Duration = Duration::from_secs(86_400);
+
+impl Default for HoldRules {
+    fn default() -> Self {
+        Self {
+            max_quantity: 50,
+            max_lifetime: Duration::from_secs(1800),
+            retention: 7 * DAY,
+        }
+    }
+}
+
+impl HoldRules {
+    /// Reads the three variables; `hold_ttl` is `HOLD_TTL_SECONDS`, which the
+    /// lifetime must not be shorter than (a new hold would outlive it).
+    pub(super) fn from_lookup(
+        lookup: &impl Fn(&str) -> Option<String>,
+        hold_ttl: Duration,
+    ) -> Result<Self, ConfigError> {
+        let defaults = Self::default();
+        let max_quantity = integer(
+            lookup,
+            "HOLD_MAX_QUANTITY",
+            defaults.max_quantity.into(),
+            1..=1000,
+            "an integer from 1 to 1000",
+        )?;
+        let lifetime_key = "HOLD_MAX_LIFETIME_SECONDS";
+        let max_lifetime = integer(
+            lookup,
+            lifetime_key,
+            defaults.max_lifetime.as_secs(),
+            1..=86_400,
+            "an integer number of seconds from 1 to 86400",
+        )?;
+        if Duration::from_secs(max_lifetime) < hold_ttl {
+            return Err(ConfigError {
+                key: lifetime_key,
+                value: Some(max_lifetime.to_string()),
+                expected: "at least HOLD_TTL_SECONDS (a new hold lives that long)",
+            });
+        }
+        let retention_days = integer(
+            lookup,
+            "HOLD_RETENTION_DAYS",
+            defaults.retention.as_secs() / DAY.as_secs(),
+            1..=3650,
+            "an integer number of days from 1 to 3650",
+        )?;
+        Ok(Self {
+            max_quantity: u32::try_from(max_quantity).unwrap_or(u32::MAX),
+            max_lifetime: Duration::from_secs(max_lifetime),
+            retention: DAY * u32::try_from(retention_days).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+/// An unset variable is its default; anything but a decimal integer in
+/// `allowed` is refused.
+fn integer(
+    lookup: &impl Fn(&str) -> Option<String>,
+    key: &'static str,
+    default: u64,
+    allowed: std::ops::RangeInclusive<u64>,
+    expected: &'static str,
+) -> Result<u64, ConfigError> {
+    let Some(raw) = lookup(key).filter(|raw| !raw.is_empty()) else {
+        return Ok(default);
+    };
+    match raw.trim().parse::<u64>() {
+        Ok(value) if allowed.contains(&value) => Ok(value),
+        _ => Err(ConfigError {
+            key,
+            value: Some(raw),
+            expected,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(vars: &[(&str, &str)]) -> Result<HoldRules, ConfigError> {
+        let lookup = |key: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.to_string())
+        };
+        HoldRules::from_lookup(&lookup, Duration::from_secs(300))
+    }
+
+    #[test]
+    fn unset_rules_are_the_specs_defaults() {
+        assert_eq!(rules(&[]).unwrap(), HoldRules::default());
+        assert_eq!(HoldRules::default().max_quantity, 50);
+        assert_eq!(
+            HoldRules::default().retention,
+            Duration::from_secs(7 * 86_400)
+        );
+    }
+
+    #[test]
+    fn rules_are_read_and_bounded() {
+        let read = rules(&[
+            ("HOLD_MAX_QUANTITY", "5"),
+            ("HOLD_MAX_LIFETIME_SECONDS", "600"),
+            ("HOLD_RETENTION_DAYS", "1"),
+        ])
+        .unwrap();
+        assert_eq!(read.max_quantity, 5);
+        assert_eq!(read.max_lifetime, Duration::from_secs(600));
+        assert_eq!(read.retention, DAY);
+        for (key, bad) in [
+            ("HOLD_MAX_QUANTITY", "0"),
+            ("HOLD_MAX_QUANTITY", "1001"),
+            ("HOLD_MAX_QUANTITY", "two"),
+            ("HOLD_RETENTION_DAYS", "0"),
+            ("HOLD_RETENTION_DAYS", "-1"),
+            ("HOLD_MAX_LIFETIME_SECONDS", "0"),
+        ] {
+            let err = rules(&[(key, bad)]).unwrap_err();
+            assert_eq!((err.key, err.value.as_deref()), (key, Some(bad)));
+        }
+    }
+
+    #[test]
+    fn a_lifetime_shorter_than_the_hold_ttl_is_refused() {
+        let err = rules(&[("HOLD_MAX_LIFETIME_SECONDS", "299")]).unwrap_err();
+        assert_eq!(err.key, "HOLD_MAX_LIFETIME_SECONDS");
+        assert!(rules(&[("HOLD_MAX_LIFETIME_SECONDS", "300")]).is_ok());
+    }
+}
