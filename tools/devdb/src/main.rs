@@ -1,7 +1,7 @@
 //! `devdb`: prepares the local database for `make dev`.
 //!
 //! Creates the database named in `DATABASE_URL` if it is missing, runs the
-//! migrations, seeds a few demo slots when `slots` is empty, and makes sure
+//! migrations, seeds a few demo slots when none is still to start, and makes sure
 //! the dev admin and dev booker clients exist (their keys: `keys`).
 
 mod keys;
@@ -39,10 +39,13 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     // The deployed runner: a half-applied migration is resumed, not Dirty.
     let migrator = shared::migrate::migrator();
     shared::migrate::runner::run(&mut conn, &migrator, std::time::Duration::from_secs(30)).await?;
-    let slots: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM slots")
-        .fetch_one(&mut conn)
-        .await?;
-    if slots == 0 {
+    // A slot that has started takes no holds (SPEC §9): a dev database
+    // from an earlier day gets tomorrow's windows again.
+    let open: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM slots WHERE starts_at > UTC_TIMESTAMP()")
+            .fetch_one(&mut conn)
+            .await?;
+    if open == 0 {
         // Tomorrow's dock windows, one hour each, with varied capacity.
         conn.execute(
             "INSERT INTO slots (starts_at, ends_at, capacity, remaining, created_at, updated_at)
