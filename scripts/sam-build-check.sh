@@ -11,7 +11,7 @@
 # .aws-sam/zip/ for inspection. Exit status non-zero on any failure.
 #
 # Time on 2 cores: cold (empty target/) about 10-20 minutes, the dependency
-# tree once, then one fat-LTO link (about a minute) per function; warm (no
+# tree once, then one short link per function (no LTO: Cargo.toml); warm (no
 # source change) about 12 seconds.
 #
 # How the build runs (aws-lambda-builders' rust-cargolambda workflow, shipped
