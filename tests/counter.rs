@@ -8,9 +8,9 @@ use shared::http;
 use slot_booking_tests::*;
 use std::time::Duration;
 
-/// `remaining − (holds matching ACTIVE_HOLD)` for one slot, with the
-/// counter checked against its definition, in one consistent snapshot
-/// judged at a time after it.
+/// `remaining − (seats of the holds matching ACTIVE_HOLD)` for one slot,
+/// with the counter checked against its definition (in seats), in one
+/// consistent snapshot judged at a time after it.
 async fn oracle(db: &TestDb, slot: u64, step: usize) -> i64 {
     let mut tx = db
         .admin
@@ -19,9 +19,10 @@ async fn oracle(db: &TestDb, slot: u64, step: usize) -> i64 {
         .unwrap();
     let (held, counted, oracle): (u32, i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT s.held, \
-         (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' \
-          AND h.expires_at > s.reclaimed_until), \
-         CAST(s.remaining AS SIGNED) - (SELECT COUNT(*) FROM holds WHERE slot_id = s.id AND {}) \
+         (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h \
+          WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > s.reclaimed_until), \
+         CAST(s.remaining AS SIGNED) - (SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED) \
+          FROM holds WHERE slot_id = s.id AND {}) \
          FROM slots s WHERE s.id = ?",
         shared::booking::ACTIVE_HOLD
     )))
@@ -33,7 +34,7 @@ async fn oracle(db: &TestDb, slot: u64, step: usize) -> i64 {
     assert_eq!(
         i64::from(held),
         counted,
-        "step {step}: held must count unreclaimed held holds"
+        "step {step}: held must count the seats of unreclaimed held holds"
     );
     assert!(oracle >= 0, "step {step}: oversold ({oracle})");
     oracle
