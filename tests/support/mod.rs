@@ -14,6 +14,7 @@ pub mod private_server;
 pub mod proxy;
 pub mod runtime_api;
 pub mod scenarios;
+pub mod seats;
 pub mod traffic;
 pub mod watch;
 
