@@ -218,7 +218,7 @@ async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookabl
     assert_eq!(confirm.0, 409, "{}", confirm.1);
     assert_eq!(confirm.1["reason"], "hold_expired");
     let (_, remaining) = db.slot(slot).await;
-    let bookable = i64::from(remaining) - db.active_holds(slot).await;
+    let bookable = i64::from(remaining) - db.active_seats(slot).await;
     assert_eq!(bookable, 0, "never −1");
     db.assert_invariants().await;
     db.drop().await;
@@ -281,7 +281,8 @@ async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
         }
     });
     let monitor = async {
-        // Meanwhile, bookable must never be negative in any committed state.
+        // Meanwhile, bookable must never be negative in any committed state
+        // (in seats: SPEC §9).
         let mut checks = 0;
         while Instant::now() < deadline {
             // The snapshot first, then the clock: judged at a time after
@@ -299,8 +300,8 @@ async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
                 .unwrap();
             let negative: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM slots s WHERE CAST(s.remaining AS SIGNED) < \
-                 (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id \
-                  AND h.status = 'held' AND h.expires_at > ?)",
+                 (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h \
+                  WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > ?)",
             )
             .bind(now)
             .fetch_one(&mut *tx)

@@ -5,12 +5,13 @@
 use rand::{Rng, SeedableRng};
 use shared::domain::{HoldId, SlotId};
 use shared::http;
+use slot_booking_tests::seats::{extend_request, hold_seats};
 use slot_booking_tests::*;
 use std::time::Duration;
 
-/// `remaining − (holds matching ACTIVE_HOLD)` for one slot, with the
-/// counter checked against its definition, in one consistent snapshot
-/// judged at a time after it.
+/// `remaining − (seats of the holds matching ACTIVE_HOLD)` for one slot,
+/// with the counter checked against its definition (in seats), in one
+/// consistent snapshot judged at a time after it.
 async fn oracle(db: &TestDb, slot: u64, step: usize) -> i64 {
     let mut tx = db
         .admin
@@ -19,9 +20,10 @@ async fn oracle(db: &TestDb, slot: u64, step: usize) -> i64 {
         .unwrap();
     let (held, counted, oracle): (u32, i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT s.held, \
-         (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' \
-          AND h.expires_at > s.reclaimed_until), \
-         CAST(s.remaining AS SIGNED) - (SELECT COUNT(*) FROM holds WHERE slot_id = s.id AND {}) \
+         (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h \
+          WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > s.reclaimed_until), \
+         CAST(s.remaining AS SIGNED) - (SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED) \
+          FROM holds WHERE slot_id = s.id AND {}) \
          FROM slots s WHERE s.id = ?",
         shared::booking::ACTIVE_HOLD
     )))
@@ -33,7 +35,7 @@ async fn oracle(db: &TestDb, slot: u64, step: usize) -> i64 {
     assert_eq!(
         i64::from(held),
         counted,
-        "step {step}: held must count unreclaimed held holds"
+        "step {step}: held must count the seats of unreclaimed held holds"
     );
     assert!(oracle >= 0, "step {step}: oversold ({oracle})");
     oracle
@@ -144,6 +146,117 @@ async fn the_counter_matches_the_count_based_oracle_through_thousands_of_steps()
     ] {
         assert!(
             tally.get(expected).copied().unwrap_or(0) > 20,
+            "{expected} too rare: {tally:?}"
+        );
+    }
+    db.drop().await;
+}
+
+/// The same walk in seats (SPEC §9): holds of 1–5 seats, replays with the
+/// same and with another quantity, and extensions — by a brief TTL, by a
+/// long one, and by a long one capped at 120 ms of lifetime (so that a
+/// brief hold is stretched, then refused) — checked after every step.
+#[tokio::test]
+async fn the_counter_matches_the_oracle_in_seats_through_quantities_and_extensions() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(12).await;
+    let s = slot.0.to_string();
+    let brief = db.app_with_hold_ttl(Duration::from_millis(40));
+    let lasting = db.app_with_hold_ttl(Duration::from_secs(300));
+    let capped = db.app_with_lifetime(Duration::from_secs(300), Duration::from_millis(120));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5108);
+    let mut holds: Vec<(String, String, u32)> = Vec::new(); // (id, key, quantity)
+    let mut tally = std::collections::BTreeMap::<String, usize>::new();
+    for step in 0..2500 {
+        let roll = rng.random_range(0..100);
+        // Often the newest hold, so that brief holds get confirmed and
+        // extended too.
+        let pick = match holds.len() {
+            0 => 0,
+            n if rng.random_bool(0.5) => n - 1,
+            n => rng.random_range(0..n),
+        };
+        let (op, status, reason) = if roll < 40 || holds.is_empty() {
+            let app = if rng.random_bool(0.85) {
+                &brief
+            } else {
+                &lasting
+            };
+            let (key, quantity) = (new_key().to_string(), rng.random_range(1..=5));
+            let (status, body, _) = hold_seats(app, &s, &key, quantity).await;
+            if status == 201 {
+                assert_eq!(body["quantity"], quantity, "step {step}");
+                holds.push((id_of(&body), key, quantity));
+            }
+            ("hold", status, body)
+        } else if roll < 47 {
+            let (id, key, quantity) = &holds[pick];
+            let (status, body, replayed) = hold_seats(&lasting, &s, key, *quantity).await;
+            assert!(
+                status == 200 && replayed && id_of(&body) == *id,
+                "step {step}: a replay answers its hold: {status} {body}"
+            );
+            ("replay", status, body)
+        } else if roll < 50 {
+            let (_, key, quantity) = &holds[pick];
+            let (status, body, _) = hold_seats(&lasting, &s, key, quantity % 5 + 1).await;
+            assert_eq!(status, 422, "step {step}: another quantity: {body}");
+            ("reuse", status, body)
+        } else if roll < 60 {
+            let (status, body) = read(
+                http::confirm(&lasting, confirm_request(&holds[pick].0))
+                    .await
+                    .unwrap(),
+            );
+            ("confirm", status, body)
+        } else if roll < 77 {
+            let app = match rng.random_range(0..3) {
+                0 => &brief,
+                1 => &lasting,
+                _ => &capped,
+            };
+            let (status, body) = read(
+                http::extend_hold(app, extend_request(&holds[pick].0))
+                    .await
+                    .unwrap(),
+            );
+            ("extend", status, body)
+        } else if roll < 88 {
+            let (status, body) = read(
+                http::cancel(&lasting, cancel_request(&holds[pick].0))
+                    .await
+                    .unwrap(),
+            );
+            // Mostly forget a cancelled hold: the walk goes on meeting
+            // live ones.
+            if status == 200 && rng.random_bool(0.7) {
+                holds.swap_remove(pick);
+            }
+            ("cancel", status, body)
+        } else if roll < 96 {
+            tokio::time::sleep(Duration::from_millis(rng.random_range(1..20))).await;
+            ("wait", 0, serde_json::Value::Null)
+        } else {
+            lasting.booking.reclaim_expired(100).await.unwrap();
+            ("sweep", 0, serde_json::Value::Null)
+        };
+        let reason = reason["reason"].as_str().unwrap_or("");
+        *tally.entry(format!("{op} {status} {reason}")).or_default() += 1;
+        check_against_oracle(&db, &lasting, slot.0, step).await;
+    }
+    println!("{tally:?}");
+    for (expected, least) in [
+        ("hold 201 ", 100),
+        ("hold 409 capacity_exhausted", 100),
+        ("confirm 200 ", 20),
+        ("confirm 409 hold_expired", 5),
+        ("cancel 200 ", 20),
+        ("extend 200 ", 20),
+        ("extend 409 hold_expired", 5),
+        ("extend 409 extension_limit_reached", 5),
+    ] {
+        assert!(
+            tally.get(expected).copied().unwrap_or(0) >= least,
             "{expected} too rare: {tally:?}"
         );
     }

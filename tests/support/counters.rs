@@ -1,5 +1,6 @@
 //! The held-seats counter checked against its definition D
-//! (docs/DESIGN.md) and the count-based oracle, for every slot at once.
+//! (docs/DESIGN.md) and the count-based oracle, for every slot at once,
+//! in seats: a hold counts its `quantity` (SPEC §9).
 
 use super::TestDb;
 use chrono::{DateTime, Utc};
@@ -10,25 +11,62 @@ pub struct CounterCheck {
     pub slot_id: u64,
     /// `slots.held` as stored.
     pub held: i64,
-    /// What D says it must be: the slot's `held` holds that expire after
-    /// its watermark.
+    /// What D says it must be: the seats of the slot's `held` holds that
+    /// expire after its watermark.
     pub counted: i64,
-    /// `remaining − (active holds)`, judged at a time after the snapshot.
+    /// `remaining − (seats of active holds)`, judged at a time after the
+    /// snapshot.
     pub bookable: i64,
+    pub capacity: i64,
+    /// `slots.remaining` as stored.
+    pub remaining: i64,
+    /// The seats of the slot's confirmed holds.
+    pub confirmed: i64,
 }
 
 impl CounterCheck {
     pub fn exact(&self) -> bool {
         self.held == self.counted
     }
+
+    /// The first invariant this snapshot breaks, if any: D, `remaining =
+    /// capacity − confirmed`, `0 ≤ remaining ≤ capacity`, `bookable ≥ 0`.
+    pub fn broken(&self) -> Option<String> {
+        let slot = self.slot_id;
+        if !self.exact() {
+            return Some(format!(
+                "slot {slot}: held = {} but D says {}",
+                self.held, self.counted
+            ));
+        }
+        if self.remaining != self.capacity - self.confirmed {
+            return Some(format!(
+                "slot {slot}: remaining {} but capacity {} − confirmed seats {} = {}",
+                self.remaining,
+                self.capacity,
+                self.confirmed,
+                self.capacity - self.confirmed
+            ));
+        }
+        if !(0..=self.capacity).contains(&self.remaining) {
+            return Some(format!(
+                "slot {slot}: remaining {} outside 0..={}",
+                self.remaining, self.capacity
+            ));
+        }
+        if self.bookable < 0 {
+            return Some(format!("slot {slot}: oversold, bookable {}", self.bookable));
+        }
+        None
+    }
 }
 
 impl TestDb {
-    /// Every slot's counter against D, and its bookable figure by the
-    /// oracle, in one snapshot. The snapshot is taken first and the clock
-    /// read after it: judged at a later time, a hold that expired (and
-    /// whose seat was resold) between a statement's start and its snapshot
-    /// cannot pass for active.
+    /// Every slot's counter against D, its bookable figure by the oracle
+    /// and its confirmed seats, in one snapshot. The snapshot is taken
+    /// first and the clock read after it: judged at a later time, a hold
+    /// that expired (and whose seat was resold) between a statement's start
+    /// and its snapshot cannot pass for active.
     pub async fn counter_checks(&self) -> Vec<CounterCheck> {
         let mut tx = self
             .admin
@@ -39,12 +77,15 @@ impl TestDb {
             .fetch_one(&mut *tx)
             .await
             .expect("now");
-        let rows: Vec<(u64, i64, i64, i64)> = sqlx::query_as(
+        let rows: Vec<(u64, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
             "SELECT s.id, CAST(s.held AS SIGNED), \
-             (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' \
-              AND h.expires_at > s.reclaimed_until), \
-             CAST(s.remaining AS SIGNED) - (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id \
-              AND h.status = 'held' AND h.expires_at > ?) \
+             (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h \
+              WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > s.reclaimed_until), \
+             CAST(s.remaining AS SIGNED) - (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) \
+              FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > ?), \
+             CAST(s.capacity AS SIGNED), CAST(s.remaining AS SIGNED), \
+             (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h \
+              WHERE h.slot_id = s.id AND h.status = 'confirmed') \
              FROM slots s ORDER BY s.id",
         )
         .bind(now)
@@ -53,32 +94,27 @@ impl TestDb {
         .expect("counter checks");
         tx.rollback().await.expect("rollback");
         rows.into_iter()
-            .map(|(slot_id, held, counted, bookable)| CounterCheck {
-                slot_id,
-                held,
-                counted,
-                bookable,
-            })
+            .map(
+                |(slot_id, held, counted, bookable, capacity, remaining, confirmed)| CounterCheck {
+                    slot_id,
+                    held,
+                    counted,
+                    bookable,
+                    capacity,
+                    remaining,
+                    confirmed,
+                },
+            )
             .collect()
     }
 
-    /// Fails the test unless every slot's counter is exact and nothing is
-    /// oversold.
+    /// Fails the test unless every slot's counter is exact, its `remaining`
+    /// is what its confirmed seats leave, and nothing is oversold.
     pub async fn assert_counters_exact(&self, what: &str) {
         for check in self.counter_checks().await {
-            assert!(
-                check.exact(),
-                "{what}: slot {} counts held = {} but D says {}",
-                check.slot_id,
-                check.held,
-                check.counted
-            );
-            assert!(
-                check.bookable >= 0,
-                "{what}: slot {} oversold, bookable {}",
-                check.slot_id,
-                check.bookable
-            );
+            if let Some(broken) = check.broken() {
+                panic!("{what}: {broken}");
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod private_server;
 pub mod proxy;
 pub mod runtime_api;
 pub mod scenarios;
+pub mod seats;
 pub mod traffic;
 pub mod watch;
 
@@ -151,6 +152,7 @@ impl TestDb {
             .expect("slot row")
     }
 
+    /// How many hold rows match: rows, not seats (see [`TestDb::seats`]).
     pub async fn count_holds(&self, slot: SlotId, condition: &'static str) -> i64 {
         // `condition` comes from the tests themselves, never from input.
         let sql = format!("SELECT COUNT(*) FROM holds WHERE slot_id = ? AND ({condition})");
@@ -161,12 +163,35 @@ impl TestDb {
             .expect("count holds")
     }
 
-    /// The oracle: active holds by the one definition of the service.
+    /// The seats of the matching holds: each counts its `quantity`
+    /// (SPEC §9), which is what every invariant is stated in.
+    pub async fn seats(&self, slot: SlotId, condition: &'static str) -> i64 {
+        // `condition` comes from the tests themselves, never from input.
+        let sql = format!(
+            "SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM holds \
+             WHERE slot_id = ? AND ({condition})"
+        );
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(slot.0)
+            .fetch_one(&self.admin)
+            .await
+            .expect("sum seats")
+    }
+
+    /// How many holds are active (rows) by the one definition of the
+    /// service; the oracle is [`TestDb::active_seats`].
     pub async fn active_holds(&self, slot: SlotId) -> i64 {
         self.count_holds(slot, shared::booking::ACTIVE_HOLD).await
     }
 
-    /// Checks every invariant of SPEC §2 on every slot, from the rows.
+    /// The oracle: the seats of the active holds, by the one definition of
+    /// the service.
+    pub async fn active_seats(&self, slot: SlotId) -> i64 {
+        self.seats(slot, shared::booking::ACTIVE_HOLD).await
+    }
+
+    /// Checks every invariant of SPEC §2 on every slot, from the rows, in
+    /// seats (SPEC §9).
     pub async fn assert_invariants(&self) {
         let slots: Vec<(u64, u32, u32)> =
             sqlx::query_as("SELECT id, capacity, remaining FROM slots ORDER BY id")
@@ -175,8 +200,8 @@ impl TestDb {
                 .expect("slots");
         for (id, capacity, remaining) in slots {
             let slot = SlotId(id);
-            let confirmed = self.count_holds(slot, "status = 'confirmed'").await;
-            let active = self.active_holds(slot).await;
+            let confirmed = self.seats(slot, "status = 'confirmed'").await;
+            let active = self.active_seats(slot).await;
             assert!(
                 remaining <= capacity,
                 "slot {id}: remaining {remaining} > capacity {capacity}"
@@ -184,21 +209,22 @@ impl TestDb {
             assert_eq!(
                 i64::from(remaining),
                 i64::from(capacity) - confirmed,
-                "slot {id}: remaining must be capacity − confirmed"
+                "slot {id}: remaining must be capacity − confirmed seats"
             );
             assert!(
                 active <= i64::from(remaining),
-                "slot {id}: {active} active holds but only {remaining} remaining (oversold)"
+                "slot {id}: {active} seats in active holds but only {remaining} remaining (oversold)"
             );
         }
     }
 
     /// The definition D of the held-seats counter (docs/DESIGN.md), on
-    /// every slot: `held` = the slot's `held` holds that expire after its
-    /// watermark `reclaimed_until`. Read in one snapshot.
+    /// every slot: `held` = the seats of the slot's `held` holds that
+    /// expire after its watermark `reclaimed_until`. Read in one snapshot.
     pub async fn assert_held_counter(&self) {
         let drift: Vec<(u64, u32, i64)> = sqlx::query_as(
-            "SELECT s.id, s.held, (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id \
+            "SELECT s.id, s.held, (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) \
+             FROM holds h WHERE h.slot_id = s.id \
              AND h.status = 'held' AND h.expires_at > s.reclaimed_until) AS counted \
              FROM slots s ORDER BY s.id",
         )
@@ -209,7 +235,7 @@ impl TestDb {
             assert_eq!(
                 i64::from(held),
                 counted,
-                "slot {id}: held {held}, but {counted} held holds expire after its watermark"
+                "slot {id}: held {held}, but the held holds that expire after its watermark have {counted} seats"
             );
         }
     }
