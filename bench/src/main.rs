@@ -40,11 +40,15 @@ use std::time::Duration;
 const GROUPS: &[(&str, &str)] = &[
     (
         "hold",
-        "hold: one slot with holds piling up (0 / 5,000 to start), expired at once, spread",
+        "hold: one slot with holds piling up (0 / 5,000 to start), expired at once, spread, 5 seats vs 1",
     ),
     (
         "confirm",
         "confirm: one slot and spread, 1 and 8 environments",
+    ),
+    (
+        "read",
+        "GET /holds/{id}: service and its one statement, the statements per call counted by the server",
     ),
     (
         "projection",
@@ -174,6 +178,7 @@ async fn run(options: Options) -> Result<(), String> {
         let done = match *group {
             "hold" => scenarios::holds(&bench, timing, &mut emit).await,
             "confirm" => scenarios::confirms(&bench, timing, &mut emit).await,
+            "read" => reads::hold_reads(&bench, timing, &mut emit).await,
             "projection" => reads::projections(&bench, timing, &mut emit).await,
             "storm" => scenarios::storm(&bench, &mut emit).await,
             "cache_down" => cachedown::run(&bench, timing, &mut emit).await,

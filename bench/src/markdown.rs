@@ -90,10 +90,28 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
         w,
         "\n## Service with auth on against raw statements (in process)\n"
     );
+    let _ = writeln!(
+        w,
+        "*hold.quantity.one_slot* and *hold.quantity.spread_1000* compare the service with itself: \
+         *service_quantity_5* holds 5 seats a call, *service_quantity_1* 1 seat, each on its own \
+         slot(s) of 10,000,000 seats (neither runs short within the run), in alternating rounds; a hold \
+         of 5 is the same statements as a hold of 1, the counter moved by 5. *read.hold_by_id* is \
+         `GET /holds/{{id}}`: *service* the gate, then `Booking::get_hold` of one of the pre-made \
+         holds, read scattered; *raw* its one statement (the hold's row by primary key) on the same \
+         connection. Its *statements_per_call* is counted by the server, not inferred: the session's \
+         `Questions` on the environment's one connection (`SHOW SESSION STATUS`) before and after \
+         {} calls of `get_hold` (the caller admitted before; the connection's id checked unchanged), \
+         less the second status read, over the calls. `Questions` counts every statement a client \
+         sends (a `BEGIN` or `COMMIT` too), not the pool's ping before each acquire.\n",
+        crate::reads::COUNTED_CALLS
+    );
     table(
         w,
-        rows.iter()
-            .filter(|r| r.scenario.starts_with("hold.") || r.scenario.starts_with("confirm.")),
+        rows.iter().filter(|r| {
+            r.scenario.starts_with("hold.")
+                || r.scenario.starts_with("confirm.")
+                || r.scenario.starts_with("read.")
+        }),
     );
     let _ = writeln!(
         w,
@@ -347,6 +365,7 @@ pub(crate) fn table<'r>(w: &mut String, rows: impl Iterator<Item = &'r Row>) {
                         | "value_bytes"
                         | "preloaded_expired_at_once"
                         | "capacity"
+                        | "statements_per_call"
                         | "bare_commit_p50_ms"
                         | "phase_s"
                         | "cache_connects_per_env_so_far"

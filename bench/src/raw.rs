@@ -142,6 +142,17 @@ pub async fn hold(
     Ok(Outcome::Done("201"))
 }
 
+/// `GET /holds/{id}`'s one statement: the hold's row by primary key,
+/// outside any transaction. (The service then compares the owner with its
+/// caller, in memory.)
+pub async fn hold_by_id(pool: &MySqlPool, hold: u64) -> Result<Outcome> {
+    let row: Option<HoldRow> = sqlx::query_as(FIND_BY_ID)
+        .bind(hold)
+        .fetch_optional(pool)
+        .await?;
+    Ok(Outcome::Done(if row.is_some() { "200" } else { "404" }))
+}
+
 /// The service's reclaim under the slot's row lock: `(remaining, held)`
 /// afterwards.
 async fn reclaim_locked(conn: &mut MySqlConnection, slot: u64) -> Result<(u32, u32)> {

@@ -1,19 +1,137 @@
-//! The read scenarios in process: the availability projection (the cache's
-//! miss path) against the raw query, a full cache miss, and the cache hit
-//! with auth on against the hit without it and a raw Redis `GET` of the
-//! same ~10 KB value.
+//! The read scenarios in process: `GET /holds/{id}` against its one
+//! statement (and the statements it sends, counted by the server), the
+//! availability projection (the cache's miss path) against the raw query,
+//! a full cache miss, and the cache hit with auth on against the hit
+//! without it and a raw Redis `GET` of the same ~10 KB value.
 
 use crate::measure::{self, Budget, Outcome, Sample};
 use crate::raw;
 use crate::report::Row;
-use crate::scenarios::Timing;
+use crate::scenarios::{Timing, refused, rotated};
 use crate::setup::{Bench, Env, ROOMY};
 use redis::AsyncCommands;
 use serde_json::json;
+use shared::domain::HoldId;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const HOLDS: usize = 100_000;
+
+/// The calls of `get_hold` whose statements the server counts.
+pub const COUNTED_CALLS: u64 = 200;
+
+/// `GET /holds/{id}` in process: *service* is the gate, then
+/// `Booking::get_hold`; *raw* its one statement on the same connection;
+/// over 10,000 held holds on 100 slots, read scattered, at 1 and 8
+/// environments in alternating rounds. Each row also says how many
+/// statements one `get_hold` sends, as the server counts them.
+pub async fn hold_reads(
+    bench: &Bench,
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
+    const VARIANTS: [&str; 2] = ["service", "raw"];
+    bench.reset().await?;
+    let envs = bench.envs(8).await?;
+    let slots = bench.insert_slots(100, ROOMY).await?;
+    let later = bench.db_now_plus(Duration::from_secs(3_600)).await?;
+    let holds = Arc::new(bench.insert_holds(&slots, 100, later).await?);
+    let counted = statements(&envs[0], &holds).await?;
+    let next = Arc::new(AtomicU64::new(0));
+    for clients in [1, 8] {
+        let envs = Arc::new(envs[..clients].to_vec());
+        let op = |variant: &'static str| {
+            let (envs, holds, next) = (envs.clone(), holds.clone(), next.clone());
+            move |client: usize| {
+                let (envs, holds) = (envs.clone(), holds.clone());
+                // Scattered over the holds, not in step.
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let hold = holds[(n.wrapping_mul(7_919) % holds.len() as u64) as usize];
+                async move {
+                    let env = &envs[client];
+                    if variant == "raw" {
+                        return raw::hold_by_id(&env.pool, hold)
+                            .await
+                            .map_err(|e| e.to_string());
+                    }
+                    let caller = env.admit().await.map_err(|e| e.to_string())?;
+                    match env.app.booking.get_hold(&caller, HoldId(hold)).await {
+                        Ok(_) => Ok(Outcome::Done("200")),
+                        Err(err) => refused(&err),
+                    }
+                }
+            }
+        };
+        let mut samples = vec![Sample::default(); VARIANTS.len()];
+        for round in 0..timing.rounds {
+            for i in rotated(VARIANTS.len(), round) {
+                if round == 0 {
+                    measure::run(clients, Budget::Time(timing.warmup), op(VARIANTS[i])).await;
+                }
+                let budget = Budget::Time(timing.seconds / timing.rounds);
+                samples[i].merge(measure::run(clients, budget, op(VARIANTS[i])).await);
+            }
+        }
+        let params = json!({
+            "holds": holds.len(),
+            "statements_per_call": measure::round(counted as f64 / COUNTED_CALLS as f64, 3),
+            "statements_counted": counted,
+            "counted_calls": COUNTED_CALLS,
+        });
+        for (variant, sample) in VARIANTS.iter().zip(&samples) {
+            emit(Row::new(
+                "read.hold_by_id",
+                variant,
+                clients,
+                params.clone(),
+                sample.stats(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The statements [`COUNTED_CALLS`] calls of `get_hold` send, as the
+/// server counts them on the environment's one connection: its session's
+/// `Questions` before and after, less the second read itself. The caller
+/// is admitted before (a warm gate sends none; it is not what is counted),
+/// and each statement has been prepared once already. `Questions` leaves
+/// out the pool's ping before each acquire, which is no statement.
+async fn statements(env: &Env, holds: &[u64]) -> Result<u64, String> {
+    let caller = env.admit().await.map_err(|e| e.to_string())?;
+    let get = |hold: u64| env.app.booking.get_hold(&caller, HoldId(hold));
+    get(holds[0]).await.map_err(|e| e.to_string())?;
+    let connection = || async {
+        sqlx::query_scalar::<_, u64>("SELECT CONNECTION_ID()")
+            .fetch_one(&env.pool)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let questions = || async {
+        let (_, value): (String, String) = sqlx::query_as("SHOW SESSION STATUS LIKE 'Questions'")
+            .fetch_one(&env.pool)
+            .await
+            .map_err(|e| e.to_string())?;
+        value
+            .parse::<u64>()
+            .map_err(|_| format!("Questions = {value}: not a number"))
+    };
+    questions().await?;
+    let before_on = connection().await?;
+    let before = questions().await?;
+    for n in 0..COUNTED_CALLS {
+        let hold = holds[n as usize % holds.len()];
+        get(hold).await.map_err(|e| e.to_string())?;
+    }
+    let after = questions().await?;
+    if connection().await? != before_on {
+        return Err(
+            "the environment's connection changed while its statements were counted".into(),
+        );
+    }
+    Ok(after.saturating_sub(before + 1))
+}
 
 /// The projection at 100 and 10,000 slots, with no active holds and with
 /// 100,000 spread over the slots; the cache hit at 100 slots.

@@ -57,20 +57,33 @@ impl Variant {
         }
     }
 
-    async fn hold(self, env: &Env, slot: u64) -> Result<Outcome, String> {
+    /// A hold of `quantity` seats (the seed's sequence holds one).
+    async fn hold(self, env: &Env, slot: u64, quantity: u32) -> Result<Outcome, String> {
         let key = uuid::Uuid::new_v4().to_string();
         match self {
             Self::Service | Self::ServiceNoCache => {
                 let caller = env.admit().await.map_err(|e| e.to_string())?;
                 let key = IdempotencyKey::parse(&key).ok_or("bad key")?;
-                match env.app.booking.hold(&caller, SlotId(slot), 1, &key).await {
+                match env
+                    .app
+                    .booking
+                    .hold(&caller, SlotId(slot), quantity, &key)
+                    .await
+                {
                     Ok(done) => Ok(Outcome::Done(if done.created { "201" } else { "200" })),
                     Err(err) => refused(&err),
                 }
             }
-            Self::Raw => raw::hold(&env.pool, env.client.0, slot, &key, 1, HOLD_TTL_MICROS)
-                .await
-                .map_err(|e| e.to_string()),
+            Self::Raw => raw::hold(
+                &env.pool,
+                env.client.0,
+                slot,
+                &key,
+                quantity,
+                HOLD_TTL_MICROS,
+            )
+            .await
+            .map_err(|e| e.to_string()),
             Self::SeedCount => raw::seed_hold(&env.pool, env.client.0, slot, &key, HOLD_TTL_MICROS)
                 .await
                 .map_err(|e| e.to_string()),
@@ -117,11 +130,15 @@ enum Preload {
 }
 
 /// One measured line of a hold comparison: a variant on its own slot(s),
-/// seeded as `preload` says.
+/// seeded as `preload` says, holding `quantity` seats per hold.
 struct Arm {
     scenario: String,
+    /// The row's variant: the variant's name, unless arms of one variant
+    /// differ in quantity.
+    name: &'static str,
     preload: Preload,
     variant: Variant,
+    quantity: u32,
 }
 
 /// Arms that run in alternating rounds, so that drift of the machine
@@ -139,15 +156,34 @@ fn arms(scenario: &str, preload: Preload) -> Vec<Arm> {
     ALL.iter()
         .map(|variant| Arm {
             scenario: scenario.to_string(),
+            name: variant.name(),
             preload,
             variant: *variant,
+            quantity: 1,
+        })
+        .collect()
+}
+
+/// The quantities the quantity scenarios compare, and their rows' names.
+const QUANTITIES: [(u32, &str); 2] = [(5, "service_quantity_5"), (1, "service_quantity_1")];
+
+/// The service holding 5 seats at a time and 1, on twin slots.
+fn quantity_arms(scenario: &str) -> Vec<Arm> {
+    QUANTITIES
+        .iter()
+        .map(|&(quantity, name)| Arm {
+            scenario: scenario.to_string(),
+            name,
+            preload: Preload::Active(0),
+            variant: Variant::Service,
+            quantity,
         })
         .collect()
 }
 
 /// hold: one slot with active holds piling up (0 and 5,000 to start
-/// with, measured side by side), holds that all expired at once, and
-/// holds spread over 1,000 slots.
+/// with, measured side by side), holds that all expired at once, holds
+/// spread over 1,000 slots, and holds of 5 seats against holds of 1.
 pub async fn holds(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
     let envs = bench.envs(32).await?;
     for clients in [1, 8, 32] {
@@ -184,6 +220,23 @@ pub async fn holds(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> 
             ),
         };
         compare_holds(bench, &envs, timing, case, emit).await?;
+    }
+    // Last, so that the cases above run where they always have: a hold of
+    // 5 seats is the same statements as a hold of 1, the counter moved by
+    // 5. Roomy slots: neither runs short within the run.
+    for (scenario, slot_count) in [
+        ("hold.quantity.one_slot", 1),
+        ("hold.quantity.spread_1000", 1_000),
+    ] {
+        for clients in [1, 8] {
+            let case = HoldCase {
+                clients,
+                slots: slot_count,
+                capacity: ROOMY,
+                arms: quantity_arms(scenario),
+            };
+            compare_holds(bench, &envs, timing, case, emit).await?;
+        }
     }
     Ok(())
 }
@@ -235,14 +288,15 @@ async fn compare_holds(
     let (commit_p50, _) = bench.commit_latency().await?;
     let envs = Arc::new(envs[..case.clients].to_vec());
     let next = Arc::new(AtomicU64::new(0));
-    let op = |variant: Variant, slots: Arc<Vec<u64>>| {
+    let op = |arm: &Arm, slots: Arc<Vec<u64>>| {
         let (envs, next) = (envs.clone(), next.clone());
+        let (variant, quantity) = (arm.variant, arm.quantity);
         move |client: usize| {
             let (envs, slots) = (envs.clone(), slots.clone());
             // Scattered over the slots, not in step.
             let n = next.fetch_add(1, Ordering::Relaxed);
             let slot = slots[(n.wrapping_mul(7_919) % slots.len() as u64) as usize];
-            async move { variant.hold(&envs[client], slot).await }
+            async move { variant.hold(&envs[client], slot, quantity).await }
         }
     };
     let mut samples: Vec<Sample> = vec![Sample::default(); case.arms.len()];
@@ -252,20 +306,20 @@ async fn compare_holds(
             let arm = &case.arms[i];
             if round == 0 {
                 let warm = Budget::Time(timing.warmup);
-                measure::run(case.clients, warm, op(arm.variant, slots[i].clone())).await;
+                measure::run(case.clients, warm, op(arm, slots[i].clone())).await;
                 if case.slots == 1 {
                     start_active[i] = Some(bench.active_holds(slots[i][0]).await?);
                 }
             }
             let budget = Budget::Time(timing.round());
-            samples[i]
-                .merge(measure::run(case.clients, budget, op(arm.variant, slots[i].clone())).await);
+            samples[i].merge(measure::run(case.clients, budget, op(arm, slots[i].clone())).await);
         }
     }
     for (i, arm) in case.arms.iter().enumerate() {
         let mut params = json!({
             "slots": case.slots,
             "capacity": case.capacity,
+            "quantity": arm.quantity,
             "bare_commit_p50_ms": commit_p50,
         });
         match arm.preload {
@@ -278,7 +332,7 @@ async fn compare_holds(
         }
         emit(Row::new(
             &arm.scenario,
-            arm.variant.name(),
+            arm.name,
             case.clients,
             params,
             samples[i].stats(),
@@ -400,7 +454,7 @@ impl StormCall {
 
     async fn call(self, env: &Env, slot: u64) -> Result<Outcome, String> {
         match self {
-            Self::Hold(variant) => variant.hold(env, slot).await,
+            Self::Hold(variant) => variant.hold(env, slot, 1).await,
             Self::PointRead => sqlx::query("SELECT remaining FROM slots WHERE id = ?")
                 .bind(slot)
                 .execute(&env.pool)

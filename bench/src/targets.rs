@@ -89,6 +89,38 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             ));
         }
     }
+    for (scenario, what) in [
+        ("hold.quantity.one_slot", "hold, hot"),
+        ("hold.quantity.spread_1000", "hold, spread"),
+    ] {
+        for clients in [1, 8] {
+            out.push(at_least(
+                rows,
+                format!("{what}: quantity 5 ≥ 0.9 × quantity 1 ({clients} env)"),
+                (scenario, scenario),
+                ("service_quantity_5", "service_quantity_1"),
+                clients,
+                0.9,
+            ));
+        }
+    }
+    // Counted by the server, not inferred from timings: exactly one
+    // statement per call, never a BEGIN/COMMIT or a second read.
+    let statements = find(rows, "read.hold_by_id", "service", None).and_then(|row| {
+        let counted = row.params["statements_counted"].as_u64()?;
+        let calls = row.params["counted_calls"].as_u64()?;
+        Some((
+            format!(
+                "{} ({counted} statements in {calls} calls of get_hold, the session's Questions)",
+                row.params["statements_per_call"]
+            ),
+            counted == calls,
+        ))
+    });
+    out.push(Target::new(
+        "GET /holds/{id}: statements per call = 1",
+        statements,
+    ));
     // Judged with 8 environments, the bench's usual fleet: with more, on
     // 2 cores, a call mostly waits for a core (the point_read floor at the
     // same concurrency shows how much); the row lock waits show the 409s
