@@ -359,10 +359,11 @@ impl Bench {
             .map_err(|e| e.to_string())
     }
 
-    /// The oracle: the slot's active holds by the service's one definition.
+    /// The oracle: the seats of the slot's active holds by the service's
+    /// one definition.
     pub async fn active_holds(&self, slot: u64) -> Result<i64, String> {
         let sql = format!(
-            "SELECT COUNT(*) FROM holds WHERE slot_id = ? AND {}",
+            "SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM holds WHERE slot_id = ? AND {}",
             shared::booking::ACTIVE_HOLD
         );
         sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
@@ -372,13 +373,14 @@ impl Bench {
             .map_err(|e| e.to_string())
     }
 
-    /// Slots that break an invariant of SPEC §2, from the rows: remaining
-    /// must be capacity − confirmed, and active holds ≤ remaining.
+    /// Slots that break an invariant of SPEC §2 and §9, from the rows, in
+    /// seats: remaining must be capacity − confirmed, and active ≤ remaining.
     pub async fn oversold_slots(&self) -> Result<Vec<u64>, String> {
         let sql = format!(
             "SELECT s.id FROM slots s WHERE \
-             s.remaining <> s.capacity - (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND h.status = 'confirmed') \
-             OR (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND {}) > s.remaining",
+             CAST(s.remaining AS SIGNED) <> CAST(s.capacity AS SIGNED) - (SELECT COALESCE(SUM(h.quantity), 0) FROM holds h \
+             WHERE h.slot_id = s.id AND h.status = 'confirmed') \
+             OR (SELECT COALESCE(SUM(h.quantity), 0) FROM holds h WHERE h.slot_id = s.id AND {}) > s.remaining",
             shared::booking::ACTIVE_HOLD
         );
         sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
