@@ -10,10 +10,11 @@ pub struct CounterCheck {
     pub slot_id: u64,
     /// `slots.held` as stored.
     pub held: i64,
-    /// What D says it must be: the slot's `held` holds that expire after
-    /// its watermark.
+    /// What D says it must be: the seats of the slot's `held` holds that
+    /// expire after its watermark.
     pub counted: i64,
-    /// `remaining − (active holds)`, judged at a time after the snapshot.
+    /// `remaining − (seats in active holds)`, judged at a time after the
+    /// snapshot.
     pub bookable: i64,
 }
 
@@ -41,10 +42,10 @@ impl TestDb {
             .expect("now");
         let rows: Vec<(u64, i64, i64, i64)> = sqlx::query_as(
             "SELECT s.id, CAST(s.held AS SIGNED), \
-             (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' \
-              AND h.expires_at > s.reclaimed_until), \
-             CAST(s.remaining AS SIGNED) - (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id \
-              AND h.status = 'held' AND h.expires_at > ?) \
+             (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h \
+              WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > s.reclaimed_until), \
+             CAST(s.remaining AS SIGNED) - (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) \
+              FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > ?) \
              FROM slots s ORDER BY s.id",
         )
         .bind(now)

@@ -166,6 +166,25 @@ impl TestDb {
         self.count_holds(slot, shared::booking::ACTIVE_HOLD).await
     }
 
+    /// The seats (Σ quantity, SPEC §9) of the slot's holds that match.
+    pub async fn count_seats(&self, slot: SlotId, condition: &'static str) -> i64 {
+        // `condition` comes from the tests themselves, never from input.
+        let sql = format!(
+            "SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM holds \
+             WHERE slot_id = ? AND ({condition})"
+        );
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(slot.0)
+            .fetch_one(&self.admin)
+            .await
+            .expect("count seats")
+    }
+
+    /// The oracle in seats: the seats of the slot's active holds.
+    pub async fn active_seats(&self, slot: SlotId) -> i64 {
+        self.count_seats(slot, shared::booking::ACTIVE_HOLD).await
+    }
+
     /// Checks every invariant of SPEC §2 on every slot, from the rows.
     pub async fn assert_invariants(&self) {
         let slots: Vec<(u64, u32, u32)> =
@@ -175,8 +194,9 @@ impl TestDb {
                 .expect("slots");
         for (id, capacity, remaining) in slots {
             let slot = SlotId(id);
-            let confirmed = self.count_holds(slot, "status = 'confirmed'").await;
-            let active = self.active_holds(slot).await;
+            // In seats: a hold claims its quantity (SPEC §9).
+            let confirmed = self.count_seats(slot, "status = 'confirmed'").await;
+            let active = self.active_seats(slot).await;
             assert!(
                 remaining <= capacity,
                 "slot {id}: remaining {remaining} > capacity {capacity}"
@@ -188,17 +208,18 @@ impl TestDb {
             );
             assert!(
                 active <= i64::from(remaining),
-                "slot {id}: {active} active holds but only {remaining} remaining (oversold)"
+                "slot {id}: {active} seats in active holds but only {remaining} remaining (oversold)"
             );
         }
     }
 
     /// The definition D of the held-seats counter (docs/DESIGN.md), on
-    /// every slot: `held` = the slot's `held` holds that expire after its
-    /// watermark `reclaimed_until`. Read in one snapshot.
+    /// every slot: `held` = the seats of the slot's `held` holds that
+    /// expire after its watermark `reclaimed_until`. Read in one snapshot.
     pub async fn assert_held_counter(&self) {
         let drift: Vec<(u64, u32, i64)> = sqlx::query_as(
-            "SELECT s.id, s.held, (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id \
+            "SELECT s.id, s.held, (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) \
+             FROM holds h WHERE h.slot_id = s.id \
              AND h.status = 'held' AND h.expires_at > s.reclaimed_until) AS counted \
              FROM slots s ORDER BY s.id",
         )
@@ -209,7 +230,7 @@ impl TestDb {
             assert_eq!(
                 i64::from(held),
                 counted,
-                "slot {id}: held {held}, but {counted} held holds expire after its watermark"
+                "slot {id}: held {held}, but held holds of {counted} seats expire after its watermark"
             );
         }
     }
@@ -390,6 +411,59 @@ pub fn availability_request() -> Request {
         None,
         &[],
     )
+}
+
+/// `method` on `path`, under API Gateway's `route` key, with `id` as the
+/// path parameter (the confirm fixture with another route).
+fn route_request(method: &str, route: &str, path: &str, id: Option<&str>) -> Value {
+    let mut event = event_json("apigw_v2_confirm.json", path, id, &[]);
+    event["routeKey"] = format!("{method} {route}").into();
+    event["requestContext"]["routeKey"] = event["routeKey"].clone();
+    event["requestContext"]["http"]["method"] = method.into();
+    event
+}
+
+fn parsed(event: &Value) -> Request {
+    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event")
+}
+
+/// `GET /holds/{id}`
+pub fn get_hold_request(hold: &str) -> Request {
+    parsed(&route_request(
+        "GET",
+        "/holds/{id}",
+        &format!("/holds/{hold}"),
+        Some(hold),
+    ))
+}
+
+/// `POST /holds/{id}/extend`
+pub fn extend_request(hold: &str) -> Request {
+    parsed(&route_request(
+        "POST",
+        "/holds/{id}/extend",
+        &format!("/holds/{hold}/extend"),
+        Some(hold),
+    ))
+}
+
+/// `GET /holds?<raw_query>`, the query as a client sent it (API Gateway
+/// passes it raw; lambda_http decodes its parameters).
+pub fn find_hold_request(raw_query: &str) -> Request {
+    let mut event = route_request("GET", "/holds", "/holds", None);
+    event["rawQueryString"] = raw_query.into();
+    parsed(&event)
+}
+
+/// `GET /holds?idempotency_key=<key>` (a key that needs no escaping).
+pub fn find_by_key_request(key: &str) -> Request {
+    find_hold_request(&format!("idempotency_key={key}"))
+}
+
+/// The request with this body (as API Gateway passes a text body).
+pub fn with_body(mut request: Request, body: &str) -> Request {
+    *request.body_mut() = Body::Text(body.to_string());
+    request
 }
 
 /// Status and parsed JSON body of a handler's response, after checking that
