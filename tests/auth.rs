@@ -57,6 +57,9 @@ async fn call(app: &App, route: &str, request: Request) -> (u16, Option<String>,
         "hold" => http::hold(app, request).await,
         "confirm" => http::confirm(app, request).await,
         "cancel" => http::cancel(app, request).await,
+        "get" => http::get_hold(app, request).await,
+        "find" => http::find_hold(app, request).await,
+        "extend" => http::extend_hold(app, request).await,
         "create" => http::create_client(app, request).await,
         "list" => http::list_clients(app, request).await,
         "revoke" => http::revoke_client(app, request).await,
@@ -78,13 +81,25 @@ fn reason(body: &[u8]) -> String {
     body["reason"].as_str().unwrap_or_default().to_string()
 }
 
-/// A confirm and a cancel of `hold`, as this caller.
-async fn confirm_and_cancel(
+/// A read, an extension, a confirm and a cancel of `hold`, as this caller.
+async fn every_hold_route(
     app: &App,
     hold: &str,
     authorization: Option<&str>,
-) -> [(u16, Option<String>, Vec<u8>); 2] {
+) -> [(u16, Option<String>, Vec<u8>); 4] {
     [
+        call(
+            app,
+            "get",
+            authorized(get_hold_request(hold), authorization),
+        )
+        .await,
+        call(
+            app,
+            "extend",
+            authorized(extend_request(hold), authorization),
+        )
+        .await,
         call(
             app,
             "confirm",
@@ -119,6 +134,11 @@ async fn every_route_refuses_callers_without_a_working_key_with_401_and_a_bearer
     let callers = callers(&db).await;
     let slot = db.insert_slot(5).await;
     let hold = held(&app, &callers.owner, slot.0).await.to_string();
+    let key: String = sqlx::query_scalar("SELECT idempotency_key FROM holds WHERE id = ?")
+        .bind(&hold)
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
     let routes: Vec<(&str, MakeRequest)> = vec![
         ("availability", Box::new(availability_request)),
         (
@@ -137,6 +157,27 @@ async fn every_route_refuses_callers_without_a_working_key_with_401_and_a_bearer
             Box::new({
                 let hold = hold.clone();
                 move || cancel_request(&hold)
+            }),
+        ),
+        (
+            "get",
+            Box::new({
+                let hold = hold.clone();
+                move || get_hold_request(&hold)
+            }),
+        ),
+        (
+            "find",
+            Box::new({
+                let key = key.clone();
+                move || find_by_key_request(&key)
+            }),
+        ),
+        (
+            "extend",
+            Box::new({
+                let hold = hold.clone();
+                move || extend_request(&hold)
             }),
         ),
         (
@@ -197,7 +238,21 @@ async fn bookers_book_and_only_admins_administer_clients() {
         )
         .await;
         assert_eq!(status, 200);
-        held(&app, caller, slot.0).await;
+        let hold = held(&app, caller, slot.0).await;
+        // Each finds its own hold by its key.
+        let key: String = sqlx::query_scalar("SELECT idempotency_key FROM holds WHERE id = ?")
+            .bind(hold)
+            .fetch_one(&db.admin)
+            .await
+            .unwrap();
+        let (status, _, body) = call(
+            &app,
+            "find",
+            authorized(find_by_key_request(&key), bearer.as_deref()),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["id"], hold);
     }
     let admin_routes: [(&str, Request); 3] = [
         (
@@ -250,12 +305,44 @@ async fn a_strangers_hold_does_not_exist_for_them_but_does_for_its_owner_and_adm
     // The other booker, on the owner's holds: 404, and nothing changes.
     let hold = held(&app, &callers.owner, slot.0).await.to_string();
     let stranger = Some(callers.other.bearer());
-    let on_existing = confirm_and_cancel(&app, &hold, stranger.as_deref()).await;
+    let row = || async {
+        let row: (String, String) = sqlx::query_as(
+            "SELECT CAST(expires_at AS CHAR), CAST(updated_at AS CHAR) FROM holds WHERE id = ?",
+        )
+        .bind(&hold)
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+        row
+    };
+    let before = row().await;
+    let on_existing = every_hold_route(&app, &hold, stranger.as_deref()).await;
     assert_eq!(
         db.count_holds(slot, "status = 'held'").await,
         1,
         "untouched"
     );
+    assert_eq!(row().await, before, "not extended");
+    // Nor is it found by its key (which the stranger may have guessed): the
+    // answer of a key nobody used.
+    let key: String = sqlx::query_scalar("SELECT idempotency_key FROM holds WHERE id = ?")
+        .bind(&hold)
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    let by_key = call(
+        &app,
+        "find",
+        authorized(find_by_key_request(&key), stranger.as_deref()),
+    )
+    .await;
+    let unused = call(
+        &app,
+        "find",
+        authorized(find_by_key_request(new_key().as_str()), stranger.as_deref()),
+    )
+    .await;
+    assert_eq!((by_key.0, &by_key), (404, &unused));
 
     // The same requests once no hold with that id exists: byte for byte
     // the same answers (no enumeration).
@@ -269,7 +356,7 @@ async fn a_strangers_hold_does_not_exist_for_them_but_does_for_its_owner_and_adm
         .execute(&db.admin)
         .await
         .unwrap();
-    let on_missing = confirm_and_cancel(&app, &hold, stranger.as_deref()).await;
+    let on_missing = every_hold_route(&app, &hold, stranger.as_deref()).await;
     for (existing, missing) in on_existing.iter().zip(&on_missing) {
         assert_eq!(existing.0, 404);
         assert_eq!(
@@ -280,8 +367,23 @@ async fn a_strangers_hold_does_not_exist_for_them_but_does_for_its_owner_and_adm
         );
     }
 
-    // The owner confirms its own; an admin cancels it.
+    // The owner reads and extends its own, an admin too; the owner
+    // confirms it; an admin cancels it.
     let hold = held(&app, &callers.owner, slot.0).await.to_string();
+    for caller in [&callers.owner, &callers.admin] {
+        let bearer = Some(caller.bearer());
+        for (route, request) in [
+            ("get", get_hold_request(&hold)),
+            ("extend", extend_request(&hold)),
+        ] {
+            let (status, _, body) = call(&app, route, authorized(request, bearer.as_deref())).await;
+            assert_eq!(status, 200, "{route}: {}", String::from_utf8_lossy(&body));
+            assert_eq!(
+                serde_json::from_slice::<Value>(&body).unwrap()["id"].to_string(),
+                hold
+            );
+        }
+    }
     let (status, ..) = call(
         &app,
         "confirm",

@@ -224,6 +224,184 @@ async fn a_confirm_that_reaches_the_slot_lock_after_expiry_is_refused_so_bookabl
     db.drop().await;
 }
 
+/// The same boundary for an extension (SPEC §9): "expired?" is decided
+/// under the slot's lock, so an extension sent while H1 was active but
+/// granted the lock after H1 expired is refused, and H1 is never revived
+/// under H2, which the hold path counted H1 as gone for.
+///
+/// Driven as above: the test holds the slot's row lock; the extension
+/// passes its plain read while H1 is active and queues; H1 expires; H2's
+/// hold queues too; the lock is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_extension_that_reaches_the_slot_lock_after_expiry_is_refused_and_revives_nothing() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(1).await;
+    let ttl = Duration::from_millis(2000);
+    let apps = db.warm_apps(2, ttl).await;
+    let (holder, extender) = (apps[0].clone(), apps[1].clone());
+    let (status, h1) = hold_via_http(&holder, slot, &new_key().to_string()).await;
+    assert_eq!(status, 201);
+    let h1_id = id_of(&h1);
+    let h1_expires = Instant::now() + ttl;
+    let stored = || async {
+        let row: (
+            String,
+            chrono::DateTime<chrono::Utc>,
+            chrono::DateTime<chrono::Utc>,
+        ) = sqlx::query_as(
+            "SELECT CAST(status AS CHAR), expires_at, updated_at FROM holds WHERE id = ?",
+        )
+        .bind(&h1_id)
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+        row
+    };
+    let before = stored().await;
+
+    let lock = locks::SlotLock::take(&db, slot).await;
+    let extend = tokio::spawn({
+        let h1_id = h1_id.clone();
+        async move {
+            read(
+                http::extend_hold(&extender, extend_request(&h1_id))
+                    .await
+                    .unwrap(),
+            )
+        }
+    });
+    db.wait_for_lock_waiters(1).await;
+    assert!(
+        Instant::now() < h1_expires,
+        "the extension queued while H1 was active"
+    );
+    tokio::time::sleep(
+        h1_expires.saturating_duration_since(Instant::now()) + Duration::from_millis(100),
+    )
+    .await;
+    let h2 =
+        tokio::spawn(async move { hold_via_http(&holder, slot, &new_key().to_string()).await });
+    db.wait_for_lock_waiters(2).await;
+    lock.release().await;
+
+    let (extended, h2) = (extend.await.unwrap(), h2.await.unwrap());
+    assert_eq!(
+        extended.0, 409,
+        "sent before expiry, decided after: {}",
+        extended.1
+    );
+    assert_eq!(extended.1["reason"], "hold_expired");
+    assert_eq!(stored().await, before, "H1 is untouched");
+    assert_eq!(h2.0, 201, "H1's seat is free for H2: {}", h2.1);
+    let (_, remaining) = db.slot(slot).await;
+    assert_eq!(
+        i64::from(remaining) - db.active_seats(slot).await,
+        0,
+        "one seat, one active hold"
+    );
+    db.assert_counters_exact("after the boundary").await;
+    db.assert_invariants().await;
+    db.drop().await;
+}
+
+/// "Has the slot started?" is decided under the slot's lock too: a hold
+/// that passed its pre-check before the start but got the lock after it
+/// is refused, and its claim is rolled back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hold_that_reaches_the_slot_lock_after_the_slot_started_is_409_slot_closed() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(3).await;
+    let app = db.warm_apps(1, Duration::from_secs(300)).await.remove(0);
+    let lead = Duration::from_millis(1500);
+    sqlx::query(
+        "UPDATE slots SET starts_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id = ?",
+    )
+    .bind(i64::try_from(lead.as_micros()).unwrap())
+    .bind(slot.0)
+    .execute(&db.admin)
+    .await
+    .unwrap();
+    let starts = Instant::now() + lead;
+    let lock = locks::SlotLock::take(&db, slot).await;
+    let hold = tokio::spawn(async move { hold_via_http(&app, slot, &new_key().to_string()).await });
+    db.wait_for_lock_waiters(1).await;
+    assert!(Instant::now() < starts, "the hold queued before the start");
+    tokio::time::sleep(
+        starts.saturating_duration_since(Instant::now()) + Duration::from_millis(100),
+    )
+    .await;
+    lock.release().await;
+    let (status, body) = hold.await.unwrap();
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["reason"], "slot_closed");
+    assert_eq!(db.count_holds(slot, "TRUE").await, 0);
+    let held: u32 = sqlx::query_scalar("SELECT held FROM slots WHERE id = ?")
+        .bind(slot.0)
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    assert_eq!(held, 0, "the claim was rolled back");
+    db.drop().await;
+}
+
+/// SPEC §9: the fingerprint holds on every path, the concurrent duplicate
+/// that loses the unique index included. Twenty callers send one key,
+/// half of them for one seat and half for two: one hold is made; the
+/// callers that asked what the winner asked get it with 200, the others 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn concurrent_holds_with_one_key_and_two_quantities_make_one_hold_and_refuse_the_other_quantity()
+ {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(10).await;
+    let apps = db.warm_apps(CALLERS, Duration::from_secs(300)).await;
+    let key = new_key().to_string();
+    let responses = together(apps, move |i, app| {
+        let key = key.clone();
+        async move {
+            let quantity = 1 + i % 2;
+            let request = with_body(
+                hold_request(&slot.0.to_string(), Some(&key)),
+                &format!(r#"{{"quantity": {quantity}}}"#),
+            );
+            let response = http::hold(&app, request).await.unwrap();
+            let replayed = response.headers().contains_key("idempotent-replayed");
+            let (status, body) = read(response);
+            (quantity, status, replayed, body)
+        }
+    })
+    .await;
+    let winner = responses
+        .iter()
+        .find(|r| r.1 == 201)
+        .expect("one hold made");
+    let won = winner.0;
+    for (quantity, status, replayed, body) in &responses {
+        match (*quantity == won, *status) {
+            (true, 201) => assert!(!replayed),
+            (true, 200) => {
+                assert!(replayed, "{body}");
+                assert_eq!(body["id"], winner.3["id"]);
+            }
+            (false, 422) => {
+                assert_eq!(body["reason"], "idempotency_key_reuse");
+                assert_eq!(
+                    body["message"],
+                    format!(
+                        "This idempotency key was already used for a quantity of {won}, not {quantity}."
+                    )
+                );
+            }
+            other => panic!("quantity {quantity} answered {other:?}: {body}"),
+        }
+    }
+    let created = responses.iter().filter(|r| r.1 == 201).count();
+    assert_eq!(created, 1);
+    assert_eq!(db.count_holds(slot, "TRUE").await, 1);
+    assert_eq!(db.seats(slot, "TRUE").await, i64::try_from(won).unwrap());
+    db.assert_counters_exact("after the duplicates").await;
+    db.drop().await;
+}
+
 /// Several slots, mixed hold / confirm / cancel / replay from parallel
 /// callers for a few seconds with holds expiring under them; afterwards
 /// (and while it runs) every invariant holds on the rows.

@@ -5,7 +5,8 @@
 use rand::{Rng, SeedableRng};
 use shared::domain::{HoldId, SlotId};
 use shared::http;
-use slot_booking_tests::seats::{extend_request, hold_seats};
+use slot_booking_tests::extend_request;
+use slot_booking_tests::seats::hold_seats;
 use slot_booking_tests::*;
 use std::time::Duration;
 

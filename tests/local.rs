@@ -145,44 +145,65 @@ async fn unknown_routes_and_methods_answer_the_apis_json_404() {
 /// with `cargo lambda invoke`, and over HTTP the emulator's two cases are
 /// pinned down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_binary_body_reaches_the_function_as_on_api_gateway_and_is_ignored() {
+async fn a_binary_body_reaches_the_function_as_on_api_gateway_and_is_read_as_json() {
     let db = TestDb::new().await;
-    let slot = db.insert_slot(3).await.0;
+    let slot = db.insert_slot(5).await.0;
     let watch = serve(&db, 2, None).await;
 
+    // A base64-encoded body (API Gateway's `isBase64Encoded`) is decoded
+    // before the hold reads it (SPEC §9: parsed as JSON whatever its
+    // Content-Type): garbage bytes are a 422, `{"quantity": 2}` two seats.
     let key = new_key().to_string();
-    let event = hold_event(slot, &key);
+    let event = hold_event(slot, &key, None);
     let (ok, printed) = watch.invoke("hold", &event).await;
     assert!(ok, "{printed}");
     let (status, body) = api_answer(&printed);
     assert_eq!(
-        (status, body["slot_id"].as_u64()),
-        (201, Some(slot)),
+        (status, body["reason"].as_str()),
+        (422, Some("validation_failed")),
+        "{body}"
+    );
+    assert!(body["errors"]["body"].is_array(), "{body}");
+    std::fs::remove_file(&event).ok();
+    let event = hold_event(slot, &key, Some(br#"{"quantity": 2}"#));
+    let (ok, printed) = watch.invoke("hold", &event).await;
+    assert!(ok, "{printed}");
+    let (status, body) = api_answer(&printed);
+    assert_eq!(
+        (status, body["slot_id"].as_u64(), body["quantity"].as_u64()),
+        (201, Some(slot), Some(2)),
         "{body}"
     );
     assert_eq!(body["idempotency_key"], key.as_str());
-    // The same event again is a replay: the body played no part.
+    // The same event again is a replay of the same fingerprint.
     let (ok, printed) = watch.invoke("hold", &event).await;
     assert!(ok, "{printed}");
-    assert_eq!(api_answer(&printed), (200, body.clone()));
+    let (status, replayed) = api_answer(&printed);
+    assert_eq!((status, replayed["id"].clone()), (200, body["id"].clone()));
     std::fs::remove_file(&event).ok();
 
     // Over HTTP: a binary content type is base64-encoded by the emulator as
-    // by API Gateway, and the hold ignores the body.
+    // by API Gateway, and the hold decodes and reads it.
     let http = reqwest::Client::new();
-    let hold = || {
+    let hold = |body: &[u8]| {
         http.post(format!("{}/slots/{slot}/hold", watch.base))
             .header("idempotency-key", new_key().to_string())
-            .body(vec![0xff, 0xfe, 0x00, 0x80])
+            .body(body.to_vec())
     };
-    let (status, _, text) = send(hold().header("content-type", "application/octet-stream")).await;
+    let binary = "application/octet-stream";
+    let (status, _, text) =
+        send(hold(&[0xff, 0xfe, 0x00, 0x80]).header("content-type", binary)).await;
+    assert_eq!(status, 422, "{text}");
+    let (status, _, text) = send(hold(br#"{"quantity": 1}"#).header("content-type", binary)).await;
     assert_eq!(status, 201, "{text}");
-    // A text content type: the emulator's own 500, before any function
-    // runs. This pins the documented difference; it fails when upstream
-    // passes such bodies on.
-    let (status, _, text) = send(hold().header("content-type", "application/json")).await;
+    // A text content type with bytes that are not UTF-8: the emulator's
+    // own 500, before any function runs. This pins the documented
+    // difference; it fails when upstream passes such bodies on.
+    let (status, _, text) =
+        send(hold(&[0xff, 0xfe, 0x00, 0x80]).header("content-type", "application/json")).await;
     assert_eq!(status, 500, "{text}");
     assert!(!text.contains("reason"), "not the API's answer: {text}");
+    assert_eq!(db.active_seats(shared::domain::SlotId(slot)).await, 3);
     db.assert_invariants().await;
     watch.stop().await;
     db.drop().await;
@@ -215,10 +236,19 @@ fn fixture(name: &str) -> PathBuf {
 
 /// The binary-body hold event, aimed at this slot with this key, in a file
 /// for `--data-file`.
-fn hold_event(slot: u64, key: &str) -> PathBuf {
+/// The fixture's hold event with a base64-encoded body: the fixture's own
+/// bytes (not UTF-8, not JSON), or `body`.
+fn hold_event(slot: u64, key: &str, body: Option<&[u8]>) -> PathBuf {
+    use base64::Engine as _;
     let text = std::fs::read_to_string(fixture("apigw_v2_hold_binary_body.json")).unwrap();
     let mut event: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(event["isBase64Encoded"], true);
+    if let Some(body) = body {
+        event["body"] = base64::engine::general_purpose::STANDARD
+            .encode(body)
+            .into();
+        event["headers"]["content-length"] = body.len().to_string().into();
+    }
     let path = format!("/slots/{slot}/hold");
     event["rawPath"] = path.clone().into();
     event["requestContext"]["http"]["path"] = path.into();

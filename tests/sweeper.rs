@@ -387,3 +387,246 @@ async fn a_hold_on_an_empty_counter_brings_the_watermark_up_to_now() {
     db.assert_counters_exact("after the holds").await;
     db.drop().await;
 }
+
+// ---- retention (SPEC §9) --------------------------------------------------
+
+const HOUR: i64 = 3600;
+const DAY: i64 = 24 * HOUR;
+
+/// A hold row as an operator (or a past request) left it, written with the
+/// contract's columns: times are seconds from now (negative: ago; `None`:
+/// NULL), the owner is `anonymous`. Returns its key.
+async fn past_hold(
+    db: &TestDb,
+    slot: SlotId,
+    status: &str,
+    expires: i64,
+    confirmed: Option<i64>,
+    cancelled: Option<i64>,
+) -> String {
+    let key = new_key().to_string();
+    sqlx::query(
+        "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, confirmed_at, \
+         cancelled_at, created_at, updated_at) VALUES (?, ?, ?, \
+         UTC_TIMESTAMP(6) + INTERVAL ? SECOND, UTC_TIMESTAMP(6) + INTERVAL ? SECOND, \
+         UTC_TIMESTAMP(6) + INTERVAL ? SECOND, UTC_TIMESTAMP(6) + INTERVAL ? SECOND, \
+         UTC_TIMESTAMP(6))",
+    )
+    .bind(slot.0)
+    .bind(&key)
+    .bind(status)
+    .bind(expires)
+    .bind(confirmed)
+    .bind(cancelled)
+    .bind(expires - 300)
+    .execute(&db.admin)
+    .await
+    .unwrap();
+    key
+}
+
+/// The slot's counters as the service would have left them after those
+/// rows: none of them counted (the watermark an hour back, later than
+/// every expiry written above but the active ones), `confirmed` seats sold.
+async fn settle(db: &TestDb, slot: SlotId, confirmed: u32) {
+    sqlx::query(
+        "UPDATE slots SET held = 0, remaining = capacity - ?, \
+         reclaimed_until = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE id = ?",
+    )
+    .bind(confirmed)
+    .bind(slot.0)
+    .execute(&db.admin)
+    .await
+    .unwrap();
+}
+
+fn retention_of(days: u64) -> shared::config::HoldRules {
+    shared::config::HoldRules {
+        retention: Duration::from_secs(days * 86_400),
+        ..shared::config::HoldRules::default()
+    }
+}
+
+async fn keys_left(db: &TestDb, slot: SlotId) -> Vec<String> {
+    sqlx::query_scalar("SELECT idempotency_key FROM holds WHERE slot_id = ? ORDER BY id")
+        .bind(slot.0)
+        .fetch_all(&db.admin)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn ended_holds_that_never_were_bookings_are_deleted_after_the_retention_and_the_rest_kept() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(10).await;
+    let expired = past_hold(&db, slot, "held", -2 * DAY, None, None).await;
+    let cancelled = past_hold(&db, slot, "cancelled", -2 * DAY + 240, None, Some(-2 * DAY)).await;
+    // Expired two days ago, cancelled since: it ended when it expired.
+    let lapsed_then_cancelled = past_hold(&db, slot, "held", -2 * DAY, None, Some(-HOUR)).await;
+    sqlx::query("UPDATE holds SET status = 'cancelled' WHERE idempotency_key = ?")
+        .bind(&lapsed_then_cancelled)
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    let booking = past_hold(&db, slot, "confirmed", -3 * DAY, Some(-3 * DAY - 60), None).await;
+    let booking_cancelled = past_hold(
+        &db,
+        slot,
+        "cancelled",
+        -3 * DAY,
+        Some(-3 * DAY - 60),
+        Some(-2 * DAY),
+    )
+    .await;
+    let recently_expired = past_hold(&db, slot, "held", -2 * HOUR, None, None).await;
+    let recently_cancelled = past_hold(&db, slot, "cancelled", 240, None, Some(-HOUR)).await;
+    settle(&db, slot, 1).await;
+    let week = db.app_with_rules(
+        shared::config::AuthMode::Open,
+        Duration::from_secs(300),
+        shared::config::HoldRules::default(),
+    );
+    let day = db.app_with_rules(
+        shared::config::AuthMode::Open,
+        Duration::from_secs(300),
+        retention_of(1),
+    );
+    let request = with_body(
+        hold_request(&slot.0.to_string(), Some(&new_key().to_string())),
+        r#"{"quantity": 2}"#,
+    );
+    let (status, active) = read(http::hold(&day, request).await.unwrap());
+    assert_eq!(status, 201, "{active}");
+    db.assert_counters_exact("before the sweep").await;
+    db.assert_invariants().await;
+    let before = held_and_remaining(&db, slot).await;
+    assert_eq!(before, (2, 9));
+    let all = keys_left(&db, slot).await;
+    assert_eq!(all.len(), 8);
+
+    // The default retention is seven days: nothing is old enough.
+    let report = week
+        .booking
+        .sweep(limits(10, 10, Duration::from_secs(8)))
+        .await
+        .unwrap();
+    assert_eq!((report.deleted, report.repaired), (0, 0), "{report:?}");
+    assert_eq!(keys_left(&db, slot).await, all);
+
+    let report = day
+        .booking
+        .sweep(limits(10, 10, Duration::from_secs(8)))
+        .await
+        .unwrap();
+    assert_eq!((report.deleted, report.repaired), (3, 0), "{report:?}");
+    let kept = keys_left(&db, slot).await;
+    let active_key = active["idempotency_key"].as_str().unwrap().to_string();
+    assert_eq!(
+        kept,
+        [
+            booking.clone(),
+            booking_cancelled,
+            recently_expired.clone(),
+            recently_cancelled,
+            active_key
+        ]
+    );
+    assert_eq!(
+        held_and_remaining(&db, slot).await,
+        before,
+        "deleting changes no counter"
+    );
+    db.assert_counters_exact("after the deletion").await;
+    db.assert_invariants().await;
+
+    // A kept hold's key still replays; a deleted one's makes a new hold.
+    for (key, status) in [(&recently_expired, 200), (&booking, 200), (&expired, 201)] {
+        let (answered, body) = read(
+            http::hold(&day, hold_request(&slot.0.to_string(), Some(key)))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(answered, status, "{key}: {body}");
+        assert_eq!(body["idempotency_key"], key.as_str());
+    }
+    let again = day
+        .booking
+        .sweep(limits(10, 10, Duration::from_secs(8)))
+        .await
+        .unwrap();
+    assert_eq!(again.deleted, 0, "{again:?}");
+    assert_eq!(db.count_holds(slot, "TRUE").await, 6);
+    let gone: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM holds WHERE idempotency_key IN (?, ?)")
+            .bind(&cancelled)
+            .bind(&lapsed_then_cancelled)
+            .fetch_one(&db.admin)
+            .await
+            .unwrap();
+    assert_eq!(gone, 0);
+    db.drop().await;
+}
+
+/// `rows` ended, never-confirmed holds on `slot`, expired two days ago.
+async fn many_expired(db: &TestDb, slot: SlotId, rows: usize) {
+    for chunk in 0..rows.div_ceil(500) {
+        let n = (rows - chunk * 500).min(500);
+        let mut insert = sqlx::QueryBuilder::new(
+            "INSERT INTO holds (slot_id, idempotency_key, status, expires_at, created_at) ",
+        );
+        insert.push_values(0..n, |mut row, _| {
+            row.push_bind(slot.0)
+                .push_bind(new_key().to_string())
+                .push("'held'")
+                .push("UTC_TIMESTAMP(6) - INTERVAL 2 DAY")
+                .push("UTC_TIMESTAMP(6) - INTERVAL 2 DAY - INTERVAL 5 MINUTE");
+        });
+        insert.build().execute(&db.admin).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_slot_with_more_ended_holds_than_a_batch_is_emptied_over_several_sweeps() {
+    let db = TestDb::new().await;
+    let (a, b) = (db.insert_slot(5).await, db.insert_slot(5).await);
+    many_expired(&db, a, 2500).await;
+    many_expired(&db, b, 1200).await;
+    let booking = past_hold(&db, a, "confirmed", -3 * DAY, Some(-3 * DAY - 60), None).await;
+    settle(&db, a, 1).await;
+    settle(&db, b, 0).await;
+    db.assert_counters_exact("before the sweeps").await;
+    let app = db.app_with_rules(
+        shared::config::AuthMode::Open,
+        Duration::from_secs(300),
+        retention_of(1),
+    );
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let report = app
+            .booking
+            .sweep(limits(10, 10, Duration::from_secs(8)))
+            .await
+            .unwrap();
+        assert_eq!(
+            (report.visited, report.failed, report.repaired),
+            (2, 0, 0),
+            "{report:?}"
+        );
+        runs.push((
+            report.deleted,
+            db.count_holds(a, "TRUE").await,
+            db.count_holds(b, "TRUE").await,
+        ));
+    }
+    // At most 1000 per slot and visit.
+    assert_eq!(
+        runs,
+        [(2000, 1501, 200), (1200, 501, 0), (500, 1, 0), (0, 1, 0)]
+    );
+    assert_eq!(keys_left(&db, a).await, [booking]);
+    assert_eq!(held_and_remaining(&db, a).await, (0, 4));
+    assert_eq!(held_and_remaining(&db, b).await, (0, 5));
+    db.assert_counters_exact("after the sweeps").await;
+    db.assert_invariants().await;
+    db.drop().await;
+}

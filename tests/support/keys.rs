@@ -10,7 +10,7 @@ use shared::App;
 use shared::cache::{AvailabilityCache, CacheSettings};
 use shared::clients::admin::install_key;
 use shared::clients::{ApiKey, ClientId, Role};
-use shared::config::{Access, AuthMode};
+use shared::config::{Access, AuthMode, HoldRules};
 use std::time::Duration;
 
 /// A client the test made, with its key.
@@ -55,6 +55,20 @@ impl TestDb {
                 rate_limit_per_second: rate,
             },
             ..self.config(Duration::from_secs(300))
+        })
+        .expect("app")
+    }
+
+    /// One environment in `mode` (unlimited rate, no cache) with holds of
+    /// `hold_ttl` under these rules (quantity, lifetime, retention).
+    pub fn app_with_rules(&self, mode: AuthMode, hold_ttl: Duration, rules: HoldRules) -> App {
+        App::new(shared::Config {
+            access: Access {
+                mode,
+                rate_limit_per_second: 0,
+            },
+            holds: rules,
+            ..self.config(hold_ttl)
         })
         .expect("app")
     }

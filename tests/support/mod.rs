@@ -418,6 +418,59 @@ pub fn availability_request() -> Request {
     )
 }
 
+/// `method` on `path`, under API Gateway's `route` key, with `id` as the
+/// path parameter (the confirm fixture with another route).
+fn route_request(method: &str, route: &str, path: &str, id: Option<&str>) -> Value {
+    let mut event = event_json("apigw_v2_confirm.json", path, id, &[]);
+    event["routeKey"] = format!("{method} {route}").into();
+    event["requestContext"]["routeKey"] = event["routeKey"].clone();
+    event["requestContext"]["http"]["method"] = method.into();
+    event
+}
+
+fn parsed(event: &Value) -> Request {
+    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event")
+}
+
+/// `GET /holds/{id}`
+pub fn get_hold_request(hold: &str) -> Request {
+    parsed(&route_request(
+        "GET",
+        "/holds/{id}",
+        &format!("/holds/{hold}"),
+        Some(hold),
+    ))
+}
+
+/// `POST /holds/{id}/extend`
+pub fn extend_request(hold: &str) -> Request {
+    parsed(&route_request(
+        "POST",
+        "/holds/{id}/extend",
+        &format!("/holds/{hold}/extend"),
+        Some(hold),
+    ))
+}
+
+/// `GET /holds?<raw_query>`, the query as a client sent it (API Gateway
+/// passes it raw; lambda_http decodes its parameters).
+pub fn find_hold_request(raw_query: &str) -> Request {
+    let mut event = route_request("GET", "/holds", "/holds", None);
+    event["rawQueryString"] = raw_query.into();
+    parsed(&event)
+}
+
+/// `GET /holds?idempotency_key=<key>` (a key that needs no escaping).
+pub fn find_by_key_request(key: &str) -> Request {
+    find_hold_request(&format!("idempotency_key={key}"))
+}
+
+/// The request with this body (as API Gateway passes a text body).
+pub fn with_body(mut request: Request, body: &str) -> Request {
+    *request.body_mut() = Body::Text(body.to_string());
+    request
+}
+
 /// Status and parsed JSON body of a handler's response, after checking that
 /// it is JSON and leaks nothing internal.
 pub fn read(response: Response<Body>) -> (u16, Value) {

@@ -2,36 +2,17 @@
 //! replays), built like the seed's, and environments with their own hold
 //! rules.
 
-use super::{TestDb, event_json, read};
+use super::{TestDb, hold_request, read, with_body};
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;
 use shared::App;
-use shared::config::HoldRules;
+use shared::config::{AuthMode, HoldRules};
 use std::time::Duration;
 
 /// `POST /slots/{slot}/hold` with the body `{"quantity": n}`.
 pub fn hold_seats_request(slot: &str, key: &str, quantity: u32) -> Request {
-    let mut event = event_json(
-        "apigw_v2_hold.json",
-        &format!("/slots/{slot}/hold"),
-        Some(slot),
-        &[("idempotency-key", Some(key))],
-    );
     let body = serde_json::json!({ "quantity": quantity }).to_string();
-    event["headers"]["content-length"] = body.len().to_string().into();
-    event["body"] = body.into();
-    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event")
-}
-
-/// `POST /holds/{hold}/extend`.
-pub fn extend_request(hold: &str) -> Request {
-    let path = format!("/holds/{hold}/extend");
-    let mut event = event_json("apigw_v2_confirm.json", &path, Some(hold), &[]);
-    // The confirm fixture is the same shape of event; only its route differs.
-    let route: Value = "POST /holds/{id}/extend".into();
-    event["routeKey"] = route.clone();
-    event["requestContext"]["routeKey"] = route;
-    lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event")
+    with_body(hold_request(slot, Some(key)), &body)
 }
 
 /// [`read`], and whether the answer carries `Idempotent-Replayed: true`.
@@ -55,15 +36,12 @@ pub async fn hold_seats(app: &App, slot: &str, key: &str, quantity: u32) -> (u16
 
 impl TestDb {
     /// An environment whose holds live `hold_ttl` and whose extensions stop
-    /// at `max_lifetime` after creation.
+    /// at `max_lifetime` after creation (open mode, as the seed's tests).
     pub fn app_with_lifetime(&self, hold_ttl: Duration, max_lifetime: Duration) -> App {
-        let config = shared::Config {
-            holds: HoldRules {
-                max_lifetime,
-                ..HoldRules::default()
-            },
-            ..self.config(hold_ttl)
+        let rules = HoldRules {
+            max_lifetime,
+            ..HoldRules::default()
         };
-        App::new(config).expect("app")
+        self.app_with_rules(AuthMode::Open, hold_ttl, rules)
     }
 }
