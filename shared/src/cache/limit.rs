@@ -9,13 +9,19 @@
 //!
 //! **Leases.** A script costs the cache several times a GET, which a
 //! client sending hundreds of reads a second would pay on every one. So
-//! an environment takes up to [`Limit::lease`] tokens at once (`rate / 20`,
-//! 1 to 100: one token for any rate up to 39/s) and spends them locally
+//! an environment takes several tokens at once and spends them locally
 //! for at most [`LEASE_LIFETIME`]; only then does it ask again. Every
 //! admitted request still spent a token taken from the one shared bucket,
-//! so no client ever gets more than its limit; tokens an environment does
-//! not use in time are lost, so a client may get a little less (at most
-//! `lease − 1` per environment per lease lifetime).
+//! so no client ever gets more than its limit. Tokens an environment does
+//! not use in time are lost, so the size of a lease follows what the
+//! environment spends ([`next_lease`]): it doubles while the environment
+//! runs out within the lifetime, and falls to what was spent when tokens
+//! were left over, never above [`Limit::max_lease`] (`rate / 20`, 1 to
+//! 1,000). A quiet environment therefore takes one token per request (a
+//! fixed lease would burn a whole lease per request, and a fleet of quiet
+//! environments would exhaust a fast client's bucket at a fraction of its
+//! rate), and a client loses at most one lease per environment when its
+//! traffic drops.
 //!
 //! The cache down means no limit (fail open, with a warning): the limit
 //! protects capacity; the database's own guarantees never depend on it.
@@ -62,29 +68,58 @@ pub const LEASE_LIFETIME: Duration = Duration::from_millis(250);
 
 /// The tokens this environment holds, per client.
 #[derive(Clone, Default)]
-pub(super) struct Leases(Arc<Mutex<HashMap<ClientId, (u32, Instant)>>>);
+pub(super) struct Leases(Arc<Mutex<HashMap<ClientId, Lease>>>);
+
+/// One grant: `granted` tokens, of which the request that asked spent one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lease {
+    granted: u32,
+    left: u32,
+    until: Instant,
+}
 
 impl Leases {
-    /// Spends one held token of `client`, if it has one still valid.
-    fn spend(&self, client: ClientId) -> bool {
+    /// Spends one held token of `client` if it has one still valid; if not,
+    /// how many to ask the bucket for ([`next_lease`]).
+    fn spend(&self, client: ClientId, max: u32) -> Result<(), u32> {
         let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match leases.get_mut(&client) {
-            Some((tokens, until)) if *tokens > 0 && Instant::now() < *until => {
-                *tokens -= 1;
-                true
+        let lease = leases.get_mut(&client);
+        match lease {
+            Some(lease) if lease.left > 0 && Instant::now() < lease.until => {
+                lease.left -= 1;
+                Ok(())
             }
-            _ => false,
+            lease => Err(next_lease(lease.map(|l| *l), Instant::now(), max)),
         }
     }
 
-    /// Keeps what is left of a grant, asked for at `asked`.
-    fn keep(&self, client: ClientId, tokens: u32, asked: Instant) {
+    /// Keeps a grant of `granted` tokens asked for at `asked` (one of them
+    /// spent by that request).
+    fn keep(&self, client: ClientId, granted: u32, asked: Instant) {
         let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if leases.len() > 4096 {
-            leases.retain(|_, (_, until)| Instant::now() < *until);
+            let now = Instant::now();
+            leases.retain(|_, lease| now < lease.until);
         }
-        leases.insert(client, (tokens, asked + LEASE_LIFETIME));
+        let lease = Lease {
+            granted,
+            left: granted.saturating_sub(1),
+            until: asked + LEASE_LIFETIME,
+        };
+        leases.insert(client, lease);
     }
+}
+
+/// The size of the next lease, from how the last one went: none (or
+/// forgotten) → 1; spent before it expired → twice as many; expired with
+/// tokens left → what was spent of it. Always 1 to `max`.
+fn next_lease(last: Option<Lease>, now: Instant, max: u32) -> u32 {
+    let wanted = match last {
+        None => 1,
+        Some(last) if now < last.until => last.granted.saturating_mul(2),
+        Some(last) => last.granted - last.left,
+    };
+    wanted.clamp(1, max.max(1))
 }
 
 /// What the limiter decided.
@@ -114,9 +149,10 @@ impl Limit {
         2 * u64::from(self.rate)
     }
 
-    /// Tokens taken at once: a twentieth of a second's worth, 1 to 100.
-    pub fn lease(self) -> u32 {
-        (self.rate / 20).clamp(1, 100)
+    /// The most tokens taken at once: a twentieth of a second's worth, 1
+    /// to 1,000.
+    pub fn max_lease(self) -> u32 {
+        (self.rate / 20).clamp(1, 1000)
     }
 }
 
@@ -133,16 +169,19 @@ impl AvailabilityCache {
         limit: Limit,
         read: Option<&str>,
     ) -> (Admission, Option<Vec<u8>>) {
-        if self.leases.spend(limit.client) {
-            // A token already taken from the bucket: only the read is left.
-            return match read {
-                None => (Admission::Admitted, None),
-                Some(key) => match self.exec("GET", async |c| c.get(key).await).await {
-                    Some(value) => (Admission::Admitted, value),
-                    None => (Admission::Unchecked, None),
-                },
-            };
-        }
+        let wanted = match self.leases.spend(limit.client, limit.max_lease()) {
+            Ok(()) => {
+                // A token already taken from the bucket: only the read is left.
+                return match read {
+                    None => (Admission::Admitted, None),
+                    Some(key) => match self.exec("GET", async |c| c.get(key).await).await {
+                        Some(value) => (Admission::Admitted, value),
+                        None => (Admission::Unchecked, None),
+                    },
+                };
+            }
+            Err(wanted) => wanted,
+        };
         let bucket = self.keys.rate(limit.client);
         let mut invocation = ADMIT_SCRIPT.key(&bucket);
         if let Some(read) = read {
@@ -151,16 +190,15 @@ impl AvailabilityCache {
         invocation
             .arg(limit.interval_micros())
             .arg(limit.burst())
-            .arg(limit.lease());
+            .arg(wanted);
         let asked = Instant::now();
         let reply: Option<(u32, u64, Option<Vec<u8>>)> = self
             .exec("rate limit", async |c| invocation.invoke_async(c).await)
             .await;
         match reply {
             Some((granted, _, value)) if granted > 0 => {
-                if granted > 1 {
-                    self.leases.keep(limit.client, granted - 1, asked);
-                }
+                // Kept even when nothing is left: the next size follows it.
+                self.leases.keep(limit.client, granted, asked);
                 (Admission::Admitted, value)
             }
             Some((_, retry_micros, _)) => (
@@ -202,17 +240,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lease_is_a_twentieth_of_a_seconds_rate_from_1_to_100() {
+    fn a_lease_is_at_most_a_twentieth_of_a_seconds_rate_from_1_to_1000() {
         let lease = |rate| {
             Limit {
                 client: ClientId(1),
                 rate,
             }
-            .lease()
+            .max_lease()
         };
         assert_eq!([lease(1), lease(5), lease(20), lease(39)], [1, 1, 1, 1]);
-        assert_eq!([lease(40), lease(100), lease(1_000)], [2, 5, 50]);
-        assert_eq!([lease(2_000), lease(1_000_000)], [100, 100]);
+        assert_eq!([lease(40), lease(100), lease(2_000)], [2, 5, 100]);
+        assert_eq!([lease(20_000), lease(1_000_000)], [1000, 1000]);
+    }
+
+    #[test]
+    fn a_lease_doubles_while_spent_in_time_and_falls_to_what_was_spent() {
+        let now = Instant::now();
+        let lease = |granted, left, until| Lease {
+            granted,
+            left,
+            until,
+        };
+        let live = now + Duration::from_millis(100);
+        let gone = now - Duration::from_millis(1);
+        assert_eq!(next_lease(None, now, 50), 1);
+        // Ran out in time: a busy environment, twice as many.
+        assert_eq!(next_lease(Some(lease(1, 0, live)), now, 50), 2);
+        assert_eq!(next_lease(Some(lease(16, 0, live)), now, 50), 32);
+        assert_eq!(next_lease(Some(lease(32, 0, live)), now, 50), 50);
+        // Expired: what was spent, at least one.
+        assert_eq!(next_lease(Some(lease(32, 20, gone)), now, 50), 12);
+        assert_eq!(next_lease(Some(lease(8, 7, gone)), now, 50), 1);
+        assert_eq!(next_lease(Some(lease(1, 0, gone)), now, 50), 1);
+        // Never above the client's most, never 0.
+        assert_eq!(next_lease(Some(lease(40, 0, gone)), now, 5), 5);
+        assert_eq!(next_lease(None, now, 0), 1);
     }
 
     #[test]
