@@ -1,6 +1,6 @@
 //! Cancel: give up a hold or a booking.
 
-use super::sql::{find_by_id, find_with_expiry, lock_hold, lock_slot};
+use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
 use super::{Booking, Transition};
 use crate::clients::Caller;
 use crate::db;
@@ -44,11 +44,8 @@ impl Booking {
         caller: &Caller,
         hold_id: HoldId,
     ) -> Result<Transition, Error> {
-        let (hold, _) = find_with_expiry(&mut *conn, hold_id).await?;
-        // The owner never changes: checked once, before any lock.
-        if !caller.may_touch(hold.client_id) {
-            return Err(Error::HoldNotFound(hold_id));
-        }
+        // The owner's or an admin's only; checked once, before any lock.
+        let (hold, _) = find_touchable(&mut *conn, caller, hold_id).await?;
         if hold.status == HoldStatus::Cancelled {
             return Ok(Transition {
                 hold,

@@ -1,6 +1,6 @@
 //! Confirm: turn an active hold into a booking, consuming its seats.
 
-use super::sql::{find_by_id, find_with_expiry, lock_hold, lock_slot};
+use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
 use super::{Booking, Transition};
 use crate::clients::Caller;
 use crate::db;
@@ -44,13 +44,10 @@ impl Booking {
         caller: &Caller,
         hold_id: HoldId,
     ) -> Result<Transition, Error> {
-        // A plain read answers the final states without any lock, and
+        // A plain read, the owner's or an admin's only (checked once,
+        // before any lock), answers the final states without any lock and
         // tells which slot to lock.
-        let (hold, expired) = find_with_expiry(&mut *conn, hold_id).await?;
-        // The owner never changes: checked once, before any lock.
-        if !caller.may_touch(hold.client_id) {
-            return Err(Error::HoldNotFound(hold_id));
-        }
+        let (hold, expired) = find_touchable(&mut *conn, caller, hold_id).await?;
         let slot_id = hold.slot_id;
         if let Some(done) = confirm_decided(hold, expired)? {
             return Ok(done);

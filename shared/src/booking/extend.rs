@@ -6,7 +6,7 @@
 //! revived (its seats may be taken).
 
 use super::Booking;
-use super::sql::{HoldRow, find_by_id, find_with_expiry, lock_slot};
+use super::sql::{HoldRow, find_by_id, find_touchable, lock_slot};
 use crate::clients::Caller;
 use crate::db;
 use crate::domain::{Hold, HoldId, HoldStatus};
@@ -50,13 +50,10 @@ impl Booking {
         caller: &Caller,
         hold_id: HoldId,
     ) -> Result<Hold, Error> {
-        // A plain read answers the final states without any lock, and
+        // A plain read, the owner's or an admin's only (checked once,
+        // before any lock), answers the final states without any lock and
         // tells which slot to lock.
-        let (hold, expired) = find_with_expiry(&mut *conn, hold_id).await?;
-        // The owner never changes: checked once, before any lock.
-        if !caller.may_touch(hold.client_id) {
-            return Err(Error::HoldNotFound(hold_id));
-        }
+        let (hold, expired) = find_touchable(&mut *conn, caller, hold_id).await?;
         refuse_final(&hold, expired)?;
         let slot_id = hold.slot_id;
         let mut tx = conn.begin().await?;

@@ -8,7 +8,7 @@
 //! based on comes from a statement sent after the slot's lock was granted
 //! (docs/DESIGN.md, "Every now, after the lock").
 
-use crate::clients::ClientId;
+use crate::clients::{Caller, ClientId};
 use crate::domain::{Hold, HoldId, HoldStatus, IdempotencyKey, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -132,11 +132,24 @@ pub const FIND_WITH_EXPIRY: &str = concat!(
     ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?"
 );
 
-/// The same read as [`lock_hold`], without a lock.
-pub(super) async fn find_with_expiry(
+/// The first read of confirm, cancel and extend: the hold and its expiry
+/// by [`FIND_WITH_EXPIRY`], for its owner or an admin; for anyone else it
+/// does not exist. The owner never changes, so this one check, before any
+/// lock, holds for the whole operation.
+pub(super) async fn find_touchable(
     conn: &mut MySqlConnection,
+    caller: &Caller,
     id: HoldId,
 ) -> Result<(Hold, bool), Error> {
+    let (hold, expired) = find_with_expiry(conn, id).await?;
+    if !caller.may_touch(hold.client_id) {
+        return Err(Error::HoldNotFound(id));
+    }
+    Ok((hold, expired))
+}
+
+/// The same read as [`lock_hold`], without a lock.
+async fn find_with_expiry(conn: &mut MySqlConnection, id: HoldId) -> Result<(Hold, bool), Error> {
     let row = sqlx::query_as::<_, HoldRowExpired>(FIND_WITH_EXPIRY)
         .bind(id.0)
         .fetch_optional(conn)

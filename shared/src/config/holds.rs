@@ -2,6 +2,7 @@
 //! extensions may keep it, how long an ended hold's key keeps replaying.
 
 use super::error::ConfigError;
+use super::settings::integer;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,28 +74,6 @@ impl HoldRules {
     }
 }
 
-/// An unset variable is its default; anything but a decimal integer in
-/// `allowed` is refused.
-fn integer(
-    lookup: &impl Fn(&str) -> Option<String>,
-    key: &'static str,
-    default: u64,
-    allowed: std::ops::RangeInclusive<u64>,
-    expected: &'static str,
-) -> Result<u64, ConfigError> {
-    let Some(raw) = lookup(key).filter(|raw| !raw.is_empty()) else {
-        return Ok(default);
-    };
-    match raw.trim().parse::<u64>() {
-        Ok(value) if allowed.contains(&value) => Ok(value),
-        _ => Err(ConfigError {
-            key,
-            value: Some(raw),
-            expected,
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +112,7 @@ mod tests {
             ("HOLD_MAX_QUANTITY", "0"),
             ("HOLD_MAX_QUANTITY", "1001"),
             ("HOLD_MAX_QUANTITY", "two"),
+            ("HOLD_MAX_QUANTITY", ""),
             ("HOLD_RETENTION_DAYS", "0"),
             ("HOLD_RETENTION_DAYS", "-1"),
             ("HOLD_MAX_LIFETIME_SECONDS", "0"),

@@ -354,11 +354,23 @@ fn seconds(
     allowed: std::ops::RangeInclusive<u64>,
     expected: &'static str,
 ) -> Result<Duration, ConfigError> {
+    integer(lookup, key, default, allowed, expected).map(Duration::from_secs)
+}
+
+/// An unset variable is its default; anything but a decimal integer in
+/// `allowed` is refused, an empty value included.
+pub(super) fn integer(
+    lookup: &impl Fn(&str) -> Option<String>,
+    key: &'static str,
+    default: u64,
+    allowed: std::ops::RangeInclusive<u64>,
+    expected: &'static str,
+) -> Result<u64, ConfigError> {
     let Some(raw) = lookup(key) else {
-        return Ok(Duration::from_secs(default));
+        return Ok(default);
     };
     match raw.trim().parse::<u64>() {
-        Ok(value) if allowed.contains(&value) => Ok(Duration::from_secs(value)),
+        Ok(value) if allowed.contains(&value) => Ok(value),
         _ => Err(ConfigError {
             key,
             value: Some(raw),
