@@ -119,7 +119,8 @@ async fn the_served_binaries_answer_every_endpoint_and_the_seed_table_over_http(
     );
 
     // The seed's concurrency table, through 20 parallel instances.
-    for outcome in scenarios::seed_table(base, &db.admin).await {
+    let target = scenarios::Target { base, key: None };
+    for outcome in scenarios::seed_table(&target, &db.admin).await {
         println!("{outcome}");
         assert!(outcome.holds(), "{outcome}");
     }

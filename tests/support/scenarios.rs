@@ -1,6 +1,7 @@
 //! The seed's concurrency table (SPEC §5), driven over HTTP against a
 //! served API: 20 callers, each on its own connection, released together.
-//! Used by the end-to-end test and by `make scenarios` against `make dev`.
+//! Used by the end-to-end test (open mode, no key) and by `make scenarios`
+//! against `make dev` (the dev booker's key, SPEC §8).
 
 use futures::future::join_all;
 use sqlx::MySqlPool;
@@ -9,6 +10,39 @@ use std::sync::Arc;
 use tokio::sync::Barrier;
 
 pub const CALLERS: usize = 20;
+
+/// Where the table is played, and as whom: `key` is sent as `Authorization:
+/// Bearer` (none: the anonymous client of `open` mode).
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub base: &'a str,
+    pub key: Option<&'a str>,
+}
+
+impl Target<'_> {
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        let request = client().post(format!("{}{path}", self.base));
+        match self.key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+
+    /// The client the key names (the built-in anonymous client without
+    /// one): the owner of the holds written for the confirm scenario.
+    async fn owner(&self, admin: &MySqlPool) -> u64 {
+        let Some(key) = self.key else {
+            return shared::clients::ANONYMOUS.0;
+        };
+        let hash = shared::clients::key::KeyHash::of(key);
+        sqlx::query_scalar("SELECT id FROM api_clients WHERE key_hash = ? AND revoked_at IS NULL")
+            .bind(hash.as_str())
+            .fetch_optional(admin)
+            .await
+            .expect("client look-up")
+            .unwrap_or_else(|| panic!("the key names no active client in this database"))
+    }
+}
 
 /// What one scenario produced: status → count, and the rows it left.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,17 +137,17 @@ fn client() -> reqwest::Client {
         .expect("http client")
 }
 
-fn hold(base: &str, slot: u64, key: &str) -> reqwest::RequestBuilder {
-    client()
-        .post(format!("{base}/slots/{slot}/hold"))
+fn hold(target: &Target<'_>, slot: u64, key: &str) -> reqwest::RequestBuilder {
+    target
+        .post(&format!("/slots/{slot}/hold"))
         .header("Idempotency-Key", key)
 }
 
 /// 20 holds on a slot with one seat → one 201, nineteen 409, one row.
-pub async fn holds_on_one_seat(base: &str, admin: &MySqlPool) -> Outcome {
+pub async fn holds_on_one_seat(target: &Target<'_>, admin: &MySqlPool) -> Outcome {
     let slot = insert_slot(admin, 1).await;
     let requests = (0..CALLERS)
-        .map(|_| hold(base, slot, &uuid::Uuid::new_v4().to_string()))
+        .map(|_| hold(target, slot, &uuid::Uuid::new_v4().to_string()))
         .collect();
     let statuses = burst(requests).await;
     let (rows, remaining) = slot_state(admin, slot).await;
@@ -131,16 +165,18 @@ pub async fn holds_on_one_seat(base: &str, admin: &MySqlPool) -> Outcome {
 /// 20 confirms competing for one seat → one 200, nineteen 409,
 /// remaining = 0. Twenty held holds on one seat can only exist out of band
 /// (the hold path refuses them), so they are written directly, counter
-/// included.
-pub async fn confirms_for_one_seat(base: &str, admin: &MySqlPool) -> Outcome {
+/// included, owned by the target's client.
+pub async fn confirms_for_one_seat(target: &Target<'_>, admin: &MySqlPool) -> Outcome {
     let slot = insert_slot(admin, 1).await;
+    let owner = target.owner(admin).await;
     let mut ids = Vec::new();
     for _ in 0..CALLERS {
         let id = sqlx::query(
-            "INSERT INTO holds (slot_id, idempotency_key, status, expires_at) \
-             VALUES (?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL 5 MINUTE)",
+            "INSERT INTO holds (slot_id, client_id, idempotency_key, status, expires_at) \
+             VALUES (?, ?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL 5 MINUTE)",
         )
         .bind(slot)
+        .bind(owner)
         .bind(uuid::Uuid::new_v4().to_string())
         .execute(admin)
         .await
@@ -156,7 +192,7 @@ pub async fn confirms_for_one_seat(base: &str, admin: &MySqlPool) -> Outcome {
         .expect("counter");
     let requests = ids
         .iter()
-        .map(|id| client().post(format!("{base}/holds/{id}/confirm")))
+        .map(|id| target.post(&format!("/holds/{id}/confirm")))
         .collect();
     let statuses = burst(requests).await;
     let (rows, remaining) = slot_state(admin, slot).await;
@@ -173,10 +209,10 @@ pub async fn confirms_for_one_seat(base: &str, admin: &MySqlPool) -> Outcome {
 
 /// 20 holds with the same key → one 201, nineteen 200, one row; on any
 /// capacity, one seat included.
-pub async fn holds_with_one_key(base: &str, admin: &MySqlPool, capacity: u32) -> Outcome {
+pub async fn holds_with_one_key(target: &Target<'_>, admin: &MySqlPool, capacity: u32) -> Outcome {
     let slot = insert_slot(admin, capacity).await;
     let key = uuid::Uuid::new_v4().to_string();
-    let requests = (0..CALLERS).map(|_| hold(base, slot, &key)).collect();
+    let requests = (0..CALLERS).map(|_| hold(target, slot, &key)).collect();
     let statuses = burst(requests).await;
     let (rows, remaining) = slot_state(admin, slot).await;
     Outcome {
@@ -195,11 +231,11 @@ pub async fn holds_with_one_key(base: &str, admin: &MySqlPool, capacity: u32) ->
 }
 
 /// All of the seed's table, in order.
-pub async fn seed_table(base: &str, admin: &MySqlPool) -> Vec<Outcome> {
+pub async fn seed_table(target: &Target<'_>, admin: &MySqlPool) -> Vec<Outcome> {
     vec![
-        holds_on_one_seat(base, admin).await,
-        confirms_for_one_seat(base, admin).await,
-        holds_with_one_key(base, admin, 5).await,
-        holds_with_one_key(base, admin, 1).await,
+        holds_on_one_seat(target, admin).await,
+        confirms_for_one_seat(target, admin).await,
+        holds_with_one_key(target, admin, 5).await,
+        holds_with_one_key(target, admin, 1).await,
     ]
 }
