@@ -98,22 +98,8 @@ fn key_parameter(request: &Request) -> Result<IdempotencyKey, Error> {
         .query_string_parameters_ref()
         .and_then(|params| params.first(FIELD))
         .map(str::to_string);
-    let raw = from_event.or_else(|| {
-        let query = request.uri().query()?;
-        url_query_value(query, FIELD)
-    });
-    match raw.as_deref().map(str::trim) {
-        None | Some("") => Err(Error::invalid(
-            FIELD,
-            "The idempotency key field is required.",
-        )),
-        Some(raw) => IdempotencyKey::parse(raw).ok_or_else(|| {
-            Error::invalid(
-                FIELD,
-                "The idempotency key field must be a valid UUID (8-4-4-4-12 hexadecimal digits).",
-            )
-        }),
-    }
+    let raw = from_event.or_else(|| url_query_value(request.uri().query()?, FIELD));
+    super::slots::parse_key(raw.as_deref())
 }
 
 /// The first value of `name` in a raw query string, percent-decoded.

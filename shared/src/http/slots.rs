@@ -113,28 +113,29 @@ pub(super) fn quantity(body: &[u8], max: u32) -> Result<u32, Error> {
 
 /// The `Idempotency-Key` header (names match in any case), validated.
 pub(super) fn idempotency_key(request: &Request) -> Result<IdempotencyKey, Error> {
+    let raw = request
+        .headers()
+        .get("idempotency-key")
+        .map(|value| value.to_str().unwrap_or_default());
+    parse_key(raw)
+}
+
+/// An idempotency key as sent (header or query parameter): missing or
+/// blank, and malformed, are 422 under the field `idempotency_key`.
+pub(super) fn parse_key(raw: Option<&str>) -> Result<IdempotencyKey, Error> {
     const FIELD: &str = "idempotency_key";
-    let raw = match request.headers().get("idempotency-key") {
-        None => {
-            return Err(Error::invalid(
-                FIELD,
-                "The idempotency key field is required.",
-            ));
-        }
-        Some(value) => value.to_str().unwrap_or_default().trim(),
-    };
-    if raw.is_empty() {
-        return Err(Error::invalid(
+    match raw.map(str::trim) {
+        None | Some("") => Err(Error::invalid(
             FIELD,
             "The idempotency key field is required.",
-        ));
+        )),
+        Some(raw) => IdempotencyKey::parse(raw).ok_or_else(|| {
+            Error::invalid(
+                FIELD,
+                "The idempotency key field must be a valid UUID (8-4-4-4-12 hexadecimal digits).",
+            )
+        }),
     }
-    IdempotencyKey::parse(raw).ok_or_else(|| {
-        Error::invalid(
-            FIELD,
-            "The idempotency key field must be a valid UUID (8-4-4-4-12 hexadecimal digits).",
-        )
-    })
 }
 
 #[cfg(test)]
