@@ -153,6 +153,86 @@ pub struct SlotAvailability {
     pub ends_at: DateTime<Utc>,
 }
 
+/// The slot resource (SPEC §10): `capacity = confirmed + held + remaining`,
+/// all read from one snapshot. `remaining` has the availability list's
+/// meaning (bookable now); `held` counts the seats of active holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Slot {
+    pub id: SlotId,
+    #[serde(serialize_with = "utc_micros")]
+    pub starts_at: DateTime<Utc>,
+    #[serde(serialize_with = "utc_micros")]
+    pub ends_at: DateTime<Utc>,
+    pub capacity: u32,
+    pub confirmed: u32,
+    pub held: u32,
+    pub remaining: u32,
+    #[serde(serialize_with = "utc_micros")]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "utc_micros")]
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Parses an instant as the API accepts it (SPEC §15.10): RFC 3339's
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]` with `T` or `t`, then `Z`, `z` or
+/// `±hh:mm`. A space for `T` (which chrono's own RFC 3339 parser allows),
+/// a missing offset, a leap second, more precision than the microsecond
+/// the database stores, and a UTC year outside `DATETIME`'s 1000–9999 are
+/// refused, with the reason as a sentence's end ("must …").
+pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, &'static str> {
+    const SHAPE: &str = "must be an RFC 3339 time with an offset, such as 2026-12-01T09:00:00Z \
+                         or 2026-12-01T10:00:00+01:00 (in a query string, + is sent as %2B)";
+    let bytes = raw.as_bytes();
+    let digits = |range: std::ops::Range<usize>| {
+        bytes
+            .get(range)
+            .is_some_and(|b| b.iter().all(u8::is_ascii_digit))
+    };
+    let shaped = bytes.len() >= 20
+        && digits(0..4)
+        && bytes[4] == b'-'
+        && digits(5..7)
+        && bytes[7] == b'-'
+        && digits(8..10)
+        && matches!(bytes[10], b'T' | b't')
+        && digits(11..13)
+        && bytes[13] == b':'
+        && digits(14..16)
+        && bytes[16] == b':'
+        && digits(17..19);
+    if !shaped {
+        return Err(SHAPE);
+    }
+    let mut rest = &bytes[19..];
+    if let Some(fraction) = rest.strip_prefix(b".") {
+        let n = fraction.iter().take_while(|b| b.is_ascii_digit()).count();
+        if n == 0 {
+            return Err(SHAPE);
+        }
+        if fraction[..n].iter().skip(6).any(|b| *b != b'0') {
+            return Err("must not be more precise than a microsecond");
+        }
+        rest = &fraction[n..];
+    }
+    let offset_ok = match rest {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|b| b.is_ascii_digit()),
+        _ => false,
+    };
+    if !offset_ok {
+        return Err(SHAPE);
+    }
+    let parsed = DateTime::parse_from_rfc3339(raw).map_err(|_| "must be a real date and time")?;
+    if parsed.timestamp_subsec_nanos() >= 1_000_000_000 {
+        return Err("must not be a leap second");
+    }
+    let utc = parsed.with_timezone(&Utc);
+    if !(1000..=9999).contains(&chrono::Datelike::year(&utc)) {
+        return Err("must fall in the years 1000 to 9999 (UTC)");
+    }
+    Ok(utc)
+}
+
 /// `2026-11-30T10:05:00.123456Z`: UTC, microseconds, as stored.
 pub(crate) fn utc_micros<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&at.to_rfc3339_opts(SecondsFormat::Micros, true))
@@ -209,6 +289,47 @@ mod tests {
                 IdempotencyKey::parse(bad).is_none(),
                 "{bad:?} must be refused"
             );
+        }
+    }
+
+    #[test]
+    fn instants_are_strict_rfc_3339_with_an_offset() {
+        let at = |raw| parse_instant(raw).map(|t| t.to_rfc3339_opts(SecondsFormat::Micros, true));
+        assert_eq!(
+            at("2026-12-01T09:00:00Z").unwrap(),
+            "2026-12-01T09:00:00.000000Z"
+        );
+        assert_eq!(
+            at("2026-12-01t10:00:00+01:00").unwrap(),
+            "2026-12-01T09:00:00.000000Z"
+        );
+        assert_eq!(
+            at("2026-12-01T09:00:00.5z").unwrap(),
+            "2026-12-01T09:00:00.500000Z"
+        );
+        assert_eq!(
+            at("2026-12-01T09:00:00.123456000-00:30").unwrap(),
+            "2026-12-01T09:30:00.123456Z"
+        );
+        for bad in [
+            "",
+            "2026-12-01 09:00:00Z",
+            "2026-12-01T09:00:00",
+            "2026-12-01T09:00Z",
+            "2026-12-01T09:00:00+0100",
+            "2026-12-01T09:00:00+01",
+            "2026-12-01T09:00:00 01:00",
+            "2026-12-01T09:00:00.Z",
+            "2026-12-01T09:00:00.1234567Z",
+            "2026-02-30T09:00:00Z",
+            "2026-12-01T24:00:00Z",
+            "2026-12-31T23:59:60Z",
+            "0999-12-31T23:59:59Z",
+            "1000-01-01T00:30:00+01:00",
+            "2026-12-01T09:00:00Z ",
+            "1733043600",
+        ] {
+            assert!(parse_instant(bad).is_err(), "{bad:?} must be refused");
         }
     }
 

@@ -8,10 +8,13 @@
 use crate::clients::ClientId;
 use crate::domain::{HoldId, SlotId};
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-/// Field name → messages, Laravel's `errors` shape.
-pub type FieldErrors = BTreeMap<&'static str, Vec<String>>;
+/// Field name → messages, Laravel's `errors` shape. A name is ours
+/// (`capacity`) or built from ours (`3.capacity`: the fourth element of a
+/// batch), never a field the client sent.
+pub type FieldErrors = BTreeMap<Cow<'static, str>, Vec<String>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -38,6 +41,21 @@ pub enum Error {
     /// Holding, or extending a hold, on a slot that has started.
     #[error("slot {0} has started")]
     SlotClosed(SlotId),
+    /// A capacity cut below what is confirmed and held (SPEC §10).
+    #[error("slot {slot} has {confirmed} confirmed and {held} held seats, more than {capacity}")]
+    CapacityBelowCommitted {
+        slot: SlotId,
+        capacity: u32,
+        confirmed: u32,
+        held: u32,
+    },
+    /// Deleting a slot with confirmed seats or active holds.
+    #[error("slot {slot} has {confirmed} confirmed and {held} held seats")]
+    SlotHasBookings {
+        slot: SlotId,
+        confirmed: u32,
+        held: u32,
+    },
     #[error("idempotency key was already used: {0}")]
     IdempotencyKeyReuse(KeyReuse),
     #[error("validation failed: {0:?}")]
@@ -70,8 +88,8 @@ pub enum Error {
 
 impl Error {
     /// A validation failure on one field.
-    pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
-        Self::Validation(BTreeMap::from([(field, vec![message.into()])]))
+    pub fn invalid(field: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        Self::Validation(BTreeMap::from([(field.into(), vec![message.into()])]))
     }
 
     /// The stable code a program branches on.
@@ -87,6 +105,8 @@ impl Error {
             Self::HoldConfirmed(_) => "hold_confirmed",
             Self::ExtensionLimitReached(_) => "extension_limit_reached",
             Self::SlotClosed(_) => "slot_closed",
+            Self::CapacityBelowCommitted { .. } => "capacity_below_committed",
+            Self::SlotHasBookings { .. } => "slot_has_bookings",
             Self::IdempotencyKeyReuse(_) => "idempotency_key_reuse",
             Self::Validation(_) => "validation_failed",
             Self::Unauthenticated(_) => "unauthenticated",
@@ -112,6 +132,8 @@ impl Error {
             | Self::HoldConfirmed(_)
             | Self::ExtensionLimitReached(_)
             | Self::SlotClosed(_)
+            | Self::CapacityBelowCommitted { .. }
+            | Self::SlotHasBookings { .. }
             | Self::NameTaken(_)
             | Self::LastAdmin(_) => 409,
             Self::Unauthenticated(_) => 401,
@@ -137,6 +159,23 @@ impl Error {
                 format!("Hold {id} cannot be extended: it has reached its longest lifetime.")
             }
             Self::SlotClosed(id) => format!("Slot {id} has started; it takes no more holds."),
+            Self::CapacityBelowCommitted {
+                slot,
+                capacity,
+                confirmed,
+                held,
+            } => format!(
+                "Slot {slot} cannot have a capacity of {capacity}: {confirmed} seats are \
+                 confirmed and {held} held, {} in all.",
+                u64::from(*confirmed) + u64::from(*held)
+            ),
+            Self::SlotHasBookings {
+                slot,
+                confirmed,
+                held,
+            } => format!(
+                "Slot {slot} cannot be deleted: {confirmed} seats are confirmed and {held} held."
+            ),
             Self::IdempotencyKeyReuse(KeyReuse::Slot { used_for }) => {
                 format!("This idempotency key was already used for slot {used_for}.")
             }
@@ -290,6 +329,25 @@ mod tests {
                 "extension_limit_reached",
             ),
             (Error::SlotClosed(SlotId(1)), 409, "slot_closed"),
+            (
+                Error::CapacityBelowCommitted {
+                    slot: SlotId(1),
+                    capacity: 3,
+                    confirmed: 2,
+                    held: 2,
+                },
+                409,
+                "capacity_below_committed",
+            ),
+            (
+                Error::SlotHasBookings {
+                    slot: SlotId(1),
+                    confirmed: 1,
+                    held: 0,
+                },
+                409,
+                "slot_has_bookings",
+            ),
             (Error::SlotNotFound(SlotId(9)), 404, "not_found"),
             (Error::HoldNotFound(HoldId(9)), 404, "not_found"),
             (

@@ -14,6 +14,7 @@ pub mod error;
 pub mod http;
 pub mod migrate;
 pub mod secret;
+pub mod slots;
 pub mod telemetry;
 
 pub use booking::Booking;
@@ -22,6 +23,7 @@ use clients::{ClientAdmin, Gate};
 pub use config::{Config, Settings};
 pub use error::Error;
 use secret::Secret;
+use slots::Slots;
 
 /// What a function keeps between invocations: built once in `main`.
 #[derive(Clone)]
@@ -31,6 +33,8 @@ pub struct App {
     /// Who a request is (key look-ups cached here) and its rate limit.
     pub gate: Gate,
     pub clients: ClientAdmin,
+    /// Slots administered and listed (SPEC §10, §11).
+    pub slots: Slots,
 }
 
 impl App {
@@ -103,6 +107,7 @@ impl App {
         let pool = booking.pool().clone();
         let gate = Gate::new(pool.clone(), config.access, booking.cache().cloned());
         Self {
+            slots: Slots::new(pool.clone(), booking.cache().cloned()),
             clients: ClientAdmin::new(pool),
             gate,
             config,

@@ -31,7 +31,7 @@ impl NewClient {
         };
         let mut errors = FieldErrors::new();
         let mut fail = |field: &'static str, message: String| {
-            errors.entry(field).or_default().push(message);
+            errors.entry(field.into()).or_default().push(message);
         };
         for unknown in fields
             .keys()
@@ -323,7 +323,9 @@ mod tests {
     #[test]
     fn every_bad_field_is_named() {
         let fields = |body: Value| match NewClient::from_json(&body) {
-            Err(Error::Validation(errors)) => errors.keys().copied().collect::<Vec<_>>(),
+            Err(Error::Validation(errors)) => {
+                errors.keys().map(|k| k.to_string()).collect::<Vec<_>>()
+            }
             other => panic!("{body}: {other:?}"),
         };
         assert_eq!(fields(json!([])), ["body"]);

@@ -92,14 +92,14 @@ pub(super) fn quantity(body: &[u8], max: u32) -> Result<u32, Error> {
             // ours); kept short: a body is not a log.
             let name: String = field.chars().take(64).collect();
             errors
-                .entry("body")
+                .entry("body".into())
                 .or_default()
                 .push(format!("The {name:?} field is not allowed."));
             continue;
         }
         match value.as_u64().filter(|n| (1..=u64::from(max)).contains(n)) {
             Some(n) => quantity = u32::try_from(n).unwrap_or(max),
-            None => errors.entry("quantity").or_default().push(format!(
+            None => errors.entry("quantity".into()).or_default().push(format!(
                 "The quantity field must be an integer from 1 to {max}."
             )),
         }
@@ -142,10 +142,10 @@ pub(super) fn parse_key(raw: Option<&str>) -> Result<IdempotencyKey, Error> {
 mod tests {
     use super::quantity;
 
-    fn reason(body: &str) -> (Vec<&'static str>, String) {
+    fn reason(body: &str) -> (Vec<String>, String) {
         match quantity(body.as_bytes(), 50).unwrap_err() {
             crate::error::Error::Validation(errors) => (
-                errors.keys().copied().collect(),
+                errors.keys().map(|k| k.to_string()).collect(),
                 errors
                     .values()
                     .flatten()
