@@ -38,6 +38,7 @@ macro_rules! expired_but_counted {
         "x.status = 'held' AND x.expires_at > s.reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)"
     };
 }
+pub(crate) use expired_but_counted;
 
 /// What one slot has bookable: `remaining − held + expired-but-counted`
 /// seats. SIGNED: on the UNSIGNED columns a negative intermediate would be
@@ -76,6 +77,7 @@ macro_rules! expired_but_counted_per_slot {
         )
     };
 }
+pub(crate) use expired_but_counted_per_slot;
 
 /// The columns of the hold resource, in `HoldRow`'s order. `active` is
 /// decided by the statement's own clock, so a resource read under the
