@@ -14,8 +14,8 @@ mod reclaim;
 mod sweep;
 
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
+pub(crate) use sql::expired_but_counted;
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD, LOCK_SLOT};
-pub(crate) use sql::{expired_but_counted, expired_but_counted_per_slot};
 pub use sweep::{SweepLimits, SweepReport};
 
 use crate::cache::{AvailabilityCache, CacheStatus, Limit, Served};

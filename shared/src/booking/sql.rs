@@ -77,7 +77,6 @@ macro_rules! expired_but_counted_per_slot {
         )
     };
 }
-pub(crate) use expired_but_counted_per_slot;
 
 /// The columns of the hold resource, in `HoldRow`'s order. `active` is
 /// decided by the statement's own clock, so a resource read under the

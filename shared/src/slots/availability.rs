@@ -11,7 +11,7 @@
 
 use super::Slots;
 use super::cursor::{Cursor, Filters};
-use crate::booking::{expired_but_counted, expired_but_counted_per_slot};
+use crate::booking::expired_but_counted;
 use crate::cache::Page;
 use crate::db;
 use crate::domain::{SlotAvailability, SlotId};
@@ -24,10 +24,21 @@ use sqlx::MySqlPool;
 
 /// What a client can still book, SIGNED: `remaining − held +
 /// expired-but-counted` (on the UNSIGNED columns a negative intermediate
-/// would be error 1690 and fail the whole list).
+/// would be error 1690 and fail the whole list), for a slot aliased `s`.
+/// The expired-but-counted seats are summed per slot, by the hold path's
+/// own index range (booking/sql.rs, `slot_bookable`), so a page costs one
+/// short dive per slot of the page, whatever the size of the table; and
+/// none for a slot whose counter is 0, which by the counter's definition
+/// counts no hold, expired or not.
 macro_rules! bookable_signed {
     () => {
-        "(CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COALESCE(e.n, 0))"
+        concat!(
+            "(CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + IF(s.held = 0, 0, ",
+            "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM holds x ",
+            "FORCE INDEX (holds_slot_id_status_expires_at_index) WHERE x.slot_id = s.id AND ",
+            expired_but_counted!(),
+            ")))"
+        )
     };
 }
 
@@ -57,10 +68,20 @@ impl Query {
 
     /// The statement for this query, built from the constant fragments
     /// below only (never from input: every value is a bind, in the order
-    /// of [`Query::run`]).
+    /// of [`Query::run`]). The page's ids are chosen first, in a derived
+    /// table (keyset: after the last id, by id, `limit + 1` of them), and
+    /// only those rows are read and projected. With `from`, the ids come
+    /// from the `starts_at` index alone (forced: the optimiser, which
+    /// cannot know that ids follow time, would rather walk the primary
+    /// key from the start): the cost of a page is the window's index
+    /// entries, not the table. Without it, the primary key is walked from
+    /// the last id.
     fn sql(&self) -> String {
         let mut sql = String::from(PAGE_SELECT);
-        sql.push_str(" WHERE s.id > ?");
+        sql.push_str(match self.filters.from {
+            Some(_) => " FROM slots s FORCE INDEX (slots_starts_at_index) WHERE s.id > ?",
+            None => " FROM slots s WHERE s.id > ?",
+        });
         match (self.filters.from, self.cursor.and_then(|c| c.now)) {
             (Some(_), _) => sql.push_str(" AND s.starts_at >= ?"),
             (None, Some(_)) => sql.push_str(" AND s.ends_at > ?"),
@@ -72,7 +93,7 @@ impl Query {
         if self.filters.available {
             sql.push_str(concat!(" AND ", bookable_signed!(), " > 0"));
         }
-        sql.push_str(" ORDER BY s.id LIMIT ?");
+        sql.push_str(PAGE_END);
         sql
     }
 
@@ -166,18 +187,18 @@ pub fn etag(body: &[u8], more: bool) -> String {
     format!("\"{}\"", URL_SAFE_NO_PAD.encode(&hash.finalize()[..16]))
 }
 
-/// The projection, clamped at 0 (an operator's out-of-band change must not
-/// fail the list), with the statement's own `now` (the first page's `now`
-/// of a "not ended" walk). Slots LEFT JOIN the expired-but-counted seats
-/// per slot (booking/sql.rs): its cost does not grow with active holds.
+/// The projection of the page's slots, clamped at 0 (an operator's
+/// out-of-band change must not fail the list), with the statement's own
+/// `now` (the first page's `now` of a "not ended" walk). The ids of the
+/// page follow (see [`Query::sql`]).
 const PAGE_SELECT: &str = concat!(
     "SELECT s.id, s.capacity, CAST(GREATEST(",
     bookable_signed!(),
     ", 0) AS UNSIGNED) AS bookable, s.starts_at, s.ends_at, UTC_TIMESTAMP(6) AS now ",
-    "FROM slots s LEFT JOIN (",
-    expired_but_counted_per_slot!(),
-    ") e ON e.slot_id = s.id"
+    "FROM (SELECT s.id"
 );
+
+const PAGE_END: &str = " ORDER BY s.id LIMIT ?) page JOIN slots s ON s.id = page.id ORDER BY s.id";
 
 /// The first page without parameters, as [`Query::first_page`] runs it:
 /// binds `0` (after no id) and `1001` (the page and one more).
@@ -185,10 +206,9 @@ pub const FIRST_PAGE: &str = concat!(
     "SELECT s.id, s.capacity, CAST(GREATEST(",
     bookable_signed!(),
     ", 0) AS UNSIGNED) AS bookable, s.starts_at, s.ends_at, UTC_TIMESTAMP(6) AS now ",
-    "FROM slots s LEFT JOIN (",
-    expired_but_counted_per_slot!(),
-    ") e ON e.slot_id = s.id",
-    " WHERE s.id > ? AND s.ends_at > UTC_TIMESTAMP(6) ORDER BY s.id LIMIT ?"
+    "FROM (SELECT s.id",
+    " FROM slots s WHERE s.id > ? AND s.ends_at > UTC_TIMESTAMP(6)",
+    " ORDER BY s.id LIMIT ?) page JOIN slots s ON s.id = page.id ORDER BY s.id"
 );
 
 /// `(id, capacity, bookable, starts_at, ends_at, now)`
