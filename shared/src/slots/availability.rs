@@ -109,13 +109,16 @@ impl Query {
         db::transact!(pool, "availability", deadline, |conn| {
             let mut query = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str()))
                 .bind(self.cursor.map_or(0, |c| c.after.0));
+            // Bound as DATETIME, the columns' type: a TIMESTAMP parameter
+            // (how sqlx sends a `DateTime<Utc>`) cannot hold a time after
+            // 2038, and such a window would match nothing.
             match (self.filters.from, self.cursor.and_then(|c| c.now)) {
-                (Some(from), _) => query = query.bind(from),
-                (None, Some(now)) => query = query.bind(now),
+                (Some(from), _) => query = query.bind(from.naive_utc()),
+                (None, Some(now)) => query = query.bind(now.naive_utc()),
                 (None, None) => {}
             }
             if let Some(to) = self.filters.to {
-                query = query.bind(to);
+                query = query.bind(to.naive_utc());
             }
             Ok(query
                 .bind(self.limit.saturating_add(1))
