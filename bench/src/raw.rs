@@ -306,10 +306,15 @@ pub async fn seed_hold(
     Ok(Outcome::Done("201"))
 }
 
-/// `(id, capacity, bookable, starts_at, ends_at)`
-pub type ProjectionRow = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>);
+/// `(id, capacity, bookable, starts_at, ends_at, now)`
+pub type ProjectionRow = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>, DateTime<Utc>);
 
-/// The availability projection, the service's one query.
+/// The availability projection, the service's one query: the first page
+/// of the slots not ended (after id 0, 1,000 and one more).
 pub async fn projection(pool: &MySqlPool) -> Result<Vec<ProjectionRow>> {
-    sqlx::query_as(Booking::PROJECTION).fetch_all(pool).await
+    sqlx::query_as(Booking::PROJECTION)
+        .bind(0_u64)
+        .bind(1001_u32)
+        .fetch_all(pool)
+        .await
 }

@@ -43,7 +43,8 @@ pub use limit::{Admission, Limit};
 use link::Link;
 pub use stored::Keys;
 use stored::{
-    MissReply, RELEASE, STALE_FACTOR, STORE_AND_RELEASE, decode, invalidation, millis, now_ms,
+    MissReply, RELEASE, STALE_FACTOR, STORE_AND_RELEASE, decode, encode, invalidation, millis,
+    now_ms,
 };
 
 /// How a response was served, for the `X-Cache` header.
@@ -70,11 +71,24 @@ impl CacheStatus {
     }
 }
 
-/// An encoded availability list and where it came from.
+/// One encoded page of the availability list, as the cache stores it:
+/// its validator and its continuation are computed once, when the page
+/// is built, never per hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// The JSON array, served as it is.
+    pub body: Vec<u8>,
+    /// A strong entity tag over the body and whether a next page exists,
+    /// quotes included (`"…"`).
+    pub etag: String,
+    /// The cursor of the next page, when more slots may match.
+    pub next: Option<String>,
+}
+
+/// A page and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Served {
-    /// The JSON body, served as it is.
-    pub body: Vec<u8>,
+    pub page: Page,
     pub status: CacheStatus,
     /// How old the figures are.
     pub age: Duration,
@@ -220,8 +234,9 @@ impl AvailabilityCache {
         }
     }
 
-    /// The availability list from the cache, or from `compute` (the one
-    /// projection query, already encoded) under the single-flight lock.
+    /// The first page of the availability list from the cache, or from
+    /// `compute` (the one page query, already encoded) under the
+    /// single-flight lock.
     /// With a `limit`, the caller's rate limit is checked first, in the
     /// same round trip as the read (429 `rate_limited` when over it).
     pub async fn get_or_compute<F, Fut>(
@@ -231,7 +246,7 @@ impl AvailabilityCache {
     ) -> Result<Served, Error>
     where
         F: Fn() -> Fut,
-        Fut: Future<Output = Result<Vec<u8>, Error>>,
+        Fut: Future<Output = Result<Page, Error>>,
     {
         // The hot path: one round trip (a GET, or the limit script that
         // also reads), the stored bytes served as they are.
@@ -290,17 +305,17 @@ impl AvailabilityCache {
         }
 
         if won {
-            let body = match compute().await {
-                Ok(body) => body,
+            let page = match compute().await {
+                Ok(page) => page,
                 Err(err) => {
                     self.release(&token).await;
                     return Err(err);
                 }
             };
-            self.store_and_release(&body, &token, generation.unwrap_or_default())
+            self.store_and_release(&page, &token, generation.unwrap_or_default())
                 .await;
             return Ok(Served {
-                body,
+                page,
                 status: CacheStatus::Miss,
                 age: Duration::ZERO,
             });
@@ -317,7 +332,7 @@ impl AvailabilityCache {
     async fn wait_for_owner<F, Fut>(&self, compute: F) -> Result<Served, Error>
     where
         F: Fn() -> Fut,
-        Fut: Future<Output = Result<Vec<u8>, Error>>,
+        Fut: Future<Output = Result<Page, Error>>,
     {
         let deadline = tokio::time::Instant::now() + self.settings.cold_wait;
         while tokio::time::Instant::now() < deadline {
@@ -336,7 +351,7 @@ impl AvailabilityCache {
         }
         tracing::warn!("availability cache: owner did not deliver in time, reading the database");
         Ok(Served {
-            body: compute().await?,
+            page: compute().await?,
             status: CacheStatus::Miss,
             age: Duration::ZERO,
         })
@@ -361,11 +376,8 @@ impl AvailabilityCache {
         }
     }
 
-    async fn store_and_release(&self, body: &[u8], token: &str, generation: String) {
-        let mut value = Vec::with_capacity(body.len() + 16);
-        value.extend_from_slice(now_ms().to_string().as_bytes());
-        value.push(b'\n');
-        value.extend_from_slice(body);
+    async fn store_and_release(&self, page: &Page, token: &str, generation: String) {
+        let value = encode(page, now_ms());
         let script = Script::new(STORE_AND_RELEASE);
         let mut invocation = script.key(&self.keys.fresh);
         invocation
@@ -396,9 +408,9 @@ impl AvailabilityCache {
     }
 }
 
-fn bypass(body: Vec<u8>) -> Result<Served, Error> {
+fn bypass(page: Page) -> Result<Served, Error> {
     Ok(Served {
-        body,
+        page,
         status: CacheStatus::Bypass,
         age: Duration::ZERO,
     })

@@ -14,6 +14,7 @@ mod reclaim;
 mod sweep;
 
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
+pub(crate) use sql::expired_but_counted;
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD, LOCK_SLOT};
 pub use sweep::{SweepLimits, SweepReport};
 
@@ -22,7 +23,8 @@ use crate::config::HoldRules;
 use crate::db;
 use crate::domain::{Hold, SlotAvailability, SlotId};
 use crate::error::Error;
-use chrono::{DateTime, Utc};
+use crate::slots::availability::Query;
+use chrono::Utc;
 use sqlx::MySqlPool;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -132,25 +134,25 @@ impl Booking {
             .unwrap_or_else(tokio::time::Instant::now)
     }
 
-    /// The availability list as JSON, through the cache when there is one.
-    /// Everything (the cache's waits, the database) before the deadline.
-    /// With a `limit`, the caller's rate limit is checked in the same cache
-    /// round trip as the read (no limit without a cache: fail open).
+    /// The call without parameters (SPEC §4, §11): the first page of the
+    /// slots that have not ended, encoded with its ETag and next cursor,
+    /// through the cache when there is one. Everything (the cache's waits,
+    /// the database) before the deadline. With a `limit`, the caller's
+    /// rate limit is checked in the same cache round trip as the read (no
+    /// limit without a cache: fail open).
     pub async fn availability_json(&self, limit: Option<Limit>) -> Result<Served, Error> {
         let deadline = self.deadline();
         // The read inside keeps this very deadline, also when the caller set
         // none (its default would otherwise start later, past the cut below).
-        let scoped = self.until(deadline.into_std());
         let compute = || async {
-            let slots = scoped.availability().await?;
-            serde_json::to_vec(&slots)
-                .map_err(|err| Error::Internal(sqlx::Error::Encode(Box::new(err))))
+            self.projections.fetch_add(1, Ordering::Relaxed);
+            Query::first_page().page(&self.pool, deadline).await
         };
         let served = async {
             match &self.cache {
                 Some(cache) => cache.get_or_compute(limit, compute).await,
                 None => Ok(Served {
-                    body: compute().await?,
+                    page: compute().await?,
                     status: CacheStatus::Bypass,
                     age: Duration::ZERO,
                 }),
@@ -172,43 +174,19 @@ impl Booking {
             .await?)
     }
 
-    /// The availability projection. Clamped at 0: an operator's
-    /// out-of-band change must not fail the whole list (on UNSIGNED columns
-    /// a negative intermediate would be error 1690, hence the SIGNED
-    /// arithmetic). A plain read: its `now` and its snapshot are both
-    /// taken as it starts, so it is the truth at one moment of the call.
-    pub const PROJECTION: &'static str = concat!(
-        "SELECT s.id, s.capacity, CAST(GREATEST(",
-        "CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + COALESCE(e.n, 0), 0",
-        ") AS UNSIGNED) AS bookable, s.starts_at, s.ends_at ",
-        "FROM slots s LEFT JOIN (",
-        expired_but_counted_per_slot!(),
-        ") e ON e.slot_id = s.id ORDER BY s.id"
-    );
+    /// The statement of the call without parameters (binds: `0`, `1001`).
+    pub const PROJECTION: &'static str = crate::slots::availability::FIRST_PAGE;
 
-    /// Every slot with what a client can still book: `remaining` minus the
+    /// The first page of the slots that have not ended (by the database's
+    /// clock), with what a client can still book: `remaining` minus the
     /// slot's active holds, never below 0, ordered by slot id. One query;
     /// its cost does not grow with the number of active holds.
     pub async fn availability(&self) -> Result<Vec<SlotAvailability>, Error> {
         self.projections.fetch_add(1, Ordering::Relaxed);
-        let rows: Vec<ProjectionRow> =
-            db::transact!(&self.pool, "availability", self.deadline(), |conn| {
-                Ok(sqlx::query_as(Self::PROJECTION)
-                    .fetch_all(&mut *conn)
-                    .await?)
-            })?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(id, capacity, bookable, starts_at, ends_at)| SlotAvailability {
-                    slot_id: SlotId(id),
-                    capacity,
-                    remaining: u32::try_from(bookable).unwrap_or(capacity).min(capacity),
-                    starts_at,
-                    ends_at,
-                },
-            )
-            .collect())
+        let (slots, _) = Query::first_page()
+            .slots(&self.pool, self.deadline())
+            .await?;
+        Ok(slots)
     }
 
     /// After a confirm or cancel, never inside its transaction: a reader
@@ -245,6 +223,3 @@ fn changed_within(hold: &Hold, lifetime: Duration) -> bool {
     age.to_std()
         .map_or(true, |age| age < lifetime + CLOCK_MARGIN)
 }
-
-/// `(id, capacity, bookable, starts_at, ends_at)`
-type ProjectionRow = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>);

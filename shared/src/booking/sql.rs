@@ -38,6 +38,7 @@ macro_rules! expired_but_counted {
         "x.status = 'held' AND x.expires_at > s.reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)"
     };
 }
+pub(crate) use expired_but_counted;
 
 /// What one slot has bookable: `remaining − held + expired-but-counted`
 /// seats. SIGNED: on the UNSIGNED columns a negative intermediate would be

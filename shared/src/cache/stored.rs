@@ -1,10 +1,11 @@
 //! What the cache holds and how: key names, the scripts, the stored
 //! value's format.
 
-use super::{CacheStatus, Served};
+use super::{CacheStatus, Page, Served};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Key names are versioned (a format change needs no flush), namespaced by
+/// Key names are versioned (a format change needs no flush: v2 stores a
+/// page with its ETag and next cursor, v1 stored the bare list), namespaced by
 /// database (stages or tenants may share one cache), and share one hash
 /// tag, so the multi-key scripts stay in one slot on a clustered or
 /// serverless Valkey.
@@ -21,7 +22,7 @@ pub struct Keys {
 
 impl Keys {
     pub fn new(namespace: &str) -> Self {
-        let key = |name: &str| format!("slot-booking:v1:{{{namespace}:availability}}:{name}");
+        let key = |name: &str| format!("slot-booking:v2:{{{namespace}:availability}}:{name}");
         Self {
             fresh: key("fresh"),
             stale: key("stale"),
@@ -84,19 +85,53 @@ pub(super) type MissReply = (
     Option<String>,
 );
 
-/// A stored value is `<unix ms>\n<json array>`; anything else is garbage
-/// and counts as a miss.
+/// A stored value is `<unix ms>\n<etag>\n<next cursor or nothing>\n<json
+/// array>`: the hit path splits it at three newlines (none can occur in
+/// the first three fields) and serves the rest as it is.
+pub(super) fn encode(page: &Page, stored_at: u64) -> Vec<u8> {
+    let next = page.next.as_deref().unwrap_or("");
+    let mut value = Vec::with_capacity(page.body.len() + page.etag.len() + next.len() + 24);
+    value.extend_from_slice(stored_at.to_string().as_bytes());
+    value.push(b'\n');
+    value.extend_from_slice(page.etag.as_bytes());
+    value.push(b'\n');
+    value.extend_from_slice(next.as_bytes());
+    value.push(b'\n');
+    value.extend_from_slice(&page.body);
+    value
+}
+
+/// The page in a stored value, and its age; anything else is garbage and
+/// counts as a miss.
 pub(super) fn decode(value: Option<Vec<u8>>, status: CacheStatus) -> Option<Served> {
     let mut value = value?;
-    let newline = value.iter().position(|b| *b == b'\n')?;
-    let stored_at: u64 = std::str::from_utf8(&value[..newline]).ok()?.parse().ok()?;
-    if value.get(newline + 1) != Some(&b'[') || value.last() != Some(&b']') {
+    let mut fields = [0usize; 3];
+    let mut at = 0;
+    for field in &mut fields {
+        at += value.get(at..)?.iter().position(|b| *b == b'\n')?;
+        *field = at;
+        at += 1;
+    }
+    let [first, second, third] = fields;
+    let stored_at: u64 = std::str::from_utf8(&value[..first]).ok()?.parse().ok()?;
+    let etag = std::str::from_utf8(&value[first + 1..second]).ok()?;
+    if etag.len() < 2 || !etag.starts_with('"') || !etag.ends_with('"') {
+        return None;
+    }
+    let etag = etag.to_string();
+    let next = std::str::from_utf8(&value[second + 1..third]).ok()?;
+    let next = (!next.is_empty()).then(|| next.to_string());
+    if value.get(third + 1) != Some(&b'[') || value.last() != Some(&b']') {
         return None;
     }
     let age = Duration::from_millis(now_ms().saturating_sub(stored_at));
-    value.drain(..=newline);
+    value.drain(..=third);
     Some(Served {
-        body: value,
+        page: Page {
+            body: value,
+            etag,
+            next,
+        },
         status,
         age,
     })
@@ -118,11 +153,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stored_values_decode_to_their_json_and_age() {
-        let stored = format!("{}\n[{{\"slot_id\":1}}]", now_ms() - 1500).into_bytes();
-        let served = decode(Some(stored), CacheStatus::Hit).unwrap();
-        assert_eq!(served.body, b"[{\"slot_id\":1}]");
+    fn stored_values_decode_to_their_page_and_age() {
+        let page = Page {
+            body: b"[{\"slot_id\":1}]".to_vec(),
+            etag: "\"abc\"".into(),
+            next: Some("cursor".into()),
+        };
+        let served = decode(Some(encode(&page, now_ms() - 1500)), CacheStatus::Hit).unwrap();
+        assert_eq!(served.page, page);
         assert!(served.age >= Duration::from_millis(1500));
+        let last = Page { next: None, ..page };
+        let served = decode(Some(encode(&last, now_ms())), CacheStatus::Stale).unwrap();
+        assert_eq!((served.page, served.status), (last, CacheStatus::Stale));
     }
 
     #[test]
@@ -133,6 +175,10 @@ mod tests {
             b"abc\n[]",
             b"123\n{}",
             b"123\n[1",
+            b"123\n[]",
+            b"123\n\"e\"\n[]",
+            b"123\ne\n\n[]",
+            b"123\n\"e\"\n\n[1",
             b"\xff\xfe",
         ] {
             assert!(

@@ -4,13 +4,15 @@
 //! Every handler answers inside `Ok(Response)`: an `Err` from a Lambda
 //! handler is a failed invocation, which API Gateway turns into a bare 500.
 
+mod availability;
 mod clients;
 mod holds;
 mod slots;
 
+pub use availability::availability;
 pub use clients::{create_client, list_clients, revoke_client};
 pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold};
-pub use slots::{availability, hold};
+pub use slots::hold;
 
 use crate::App;
 use crate::booking::Booking;

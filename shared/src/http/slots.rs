@@ -1,45 +1,13 @@
-//! `GET /slots/availability` and `POST /slots/{id}/hold`.
+//! `POST /slots/{id}/hold`.
 
-use super::{HandlerResult, booking_for, caller, error_response, json, json_bytes, path_id};
+use super::{HandlerResult, booking_for, caller, error_response, json, path_id};
 use crate::App;
 use crate::clients::Needs;
 use crate::domain::{IdempotencyKey, SlotId};
 use crate::error::{Error, FieldErrors};
 use lambda_http::Request;
-use lambda_http::http::{HeaderValue, StatusCode, header};
+use lambda_http::http::{HeaderValue, StatusCode};
 use serde_json::Value;
-
-/// `GET /slots/availability`. `X-Cache` tells how it was served (hit,
-/// stale, miss, bypass) and `Age` how old the figures are, in seconds.
-/// The rate limit is checked in the cache read's own round trip.
-pub async fn availability(app: &App, request: Request) -> HandlerResult {
-    let outcome = async {
-        let deadline = super::deadline(&request);
-        let caller = app
-            .gate
-            .identify(
-                super::authorization(&request),
-                Needs::Booker,
-                deadline.into(),
-            )
-            .await?;
-        app.booking
-            .until(deadline)
-            .availability_json(caller.limit())
-            .await
-    }
-    .await;
-    Ok(match outcome {
-        Ok(served) => {
-            let mut response = json_bytes(StatusCode::OK, served.body);
-            let headers = response.headers_mut();
-            headers.insert("x-cache", HeaderValue::from_static(served.status.as_str()));
-            headers.insert(header::AGE, HeaderValue::from(served.age.as_secs()));
-            response
-        }
-        Err(err) => error_response(&err),
-    })
-}
 
 /// `POST /slots/{id}/hold` with an `Idempotency-Key` header and an
 /// optional body `{"quantity": n}`.

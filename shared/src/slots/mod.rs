@@ -7,6 +7,9 @@
 //! `now` from a statement sent after the lock, and invalidates the
 //! availability cache after the commit, never inside the transaction.
 
+pub mod availability;
+pub mod cursor;
+
 use crate::booking::DEFAULT_BUDGET;
 use crate::cache::AvailabilityCache;
 use sqlx::MySqlPool;
@@ -49,7 +52,6 @@ impl Slots {
     }
 
     /// When an operation starting now must be done.
-    #[allow(dead_code)]
     fn deadline(&self) -> tokio::time::Instant {
         let deadline = self
             .deadline

@@ -1,0 +1,246 @@
+//! The availability list, page by page (SPEC §4, §11): one query per page,
+//! keyset pagination by slot id, and the page encoded once with its
+//! validator (ETag) and its continuation (the next cursor).
+//!
+//! A walk that follows `next` sees every slot that matches its filters
+//! for the whole walk exactly once, whatever is created or deleted
+//! meanwhile: pages are ordered by the immutable id and each starts after
+//! the last id served, and the "not ended" default is decided against the
+//! `now` of the first page, carried by the cursor. `available=true` is a
+//! property of the moment each page is read (seats come and go).
+
+use super::Slots;
+use super::cursor::{Cursor, Filters};
+use crate::booking::expired_but_counted;
+use crate::cache::Page;
+use crate::db;
+use crate::domain::{SlotAvailability, SlotId};
+use crate::error::Error;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+use sqlx::MySqlPool;
+
+/// What a client can still book, SIGNED: `remaining − held +
+/// expired-but-counted` (on the UNSIGNED columns a negative intermediate
+/// would be error 1690 and fail the whole list), for a slot aliased `s`.
+/// The expired-but-counted seats are summed per slot, by the hold path's
+/// own index range (booking/sql.rs, `slot_bookable`), so a page costs one
+/// short dive per slot of the page, whatever the size of the table; and
+/// none for a slot whose counter is 0, which by the counter's definition
+/// counts no hold, expired or not.
+macro_rules! bookable_signed {
+    () => {
+        concat!(
+            "(CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + IF(s.held = 0, 0, ",
+            "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM holds x ",
+            "FORCE INDEX (holds_slot_id_status_expires_at_index) WHERE x.slot_id = s.id AND ",
+            expired_but_counted!(),
+            ")))"
+        )
+    };
+}
+
+/// The largest page, and the page without a `limit`.
+pub const MAX_LIMIT: u32 = 1000;
+
+/// One page asked for: the walk's filters, the page size and where the
+/// walk stands (`None`: its first page).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Query {
+    pub filters: Filters,
+    /// 1 to [`MAX_LIMIT`].
+    pub limit: u32,
+    pub cursor: Option<Cursor>,
+}
+
+impl Query {
+    /// The call without parameters: the first page of the slots that have
+    /// not ended.
+    pub fn first_page() -> Self {
+        Self {
+            filters: Filters::default(),
+            limit: MAX_LIMIT,
+            cursor: None,
+        }
+    }
+
+    /// The statement for this query, built from the constant fragments
+    /// below only (never from input: every value is a bind, in the order
+    /// of [`Query::run`]). The page's ids are chosen first, in a derived
+    /// table (keyset: after the last id, by id, `limit + 1` of them), and
+    /// only those rows are read and projected. With `from`, the ids come
+    /// from the `starts_at` index alone (forced: the optimiser, which
+    /// cannot know that ids follow time, would rather walk the primary
+    /// key from the start): the cost of a page is the window's index
+    /// entries, not the table. Without it, the primary key is walked from
+    /// the last id.
+    fn sql(&self) -> String {
+        let mut sql = String::from(PAGE_SELECT);
+        sql.push_str(match self.filters.from {
+            Some(_) => " FROM slots s FORCE INDEX (slots_starts_at_index) WHERE s.id > ?",
+            None => " FROM slots s WHERE s.id > ?",
+        });
+        match (self.filters.from, self.cursor.and_then(|c| c.now)) {
+            (Some(_), _) => sql.push_str(" AND s.starts_at >= ?"),
+            (None, Some(_)) => sql.push_str(" AND s.ends_at > ?"),
+            (None, None) => sql.push_str(" AND s.ends_at > UTC_TIMESTAMP(6)"),
+        }
+        if self.filters.to.is_some() {
+            sql.push_str(" AND s.starts_at < ?");
+        }
+        if self.filters.available {
+            sql.push_str(concat!(" AND ", bookable_signed!(), " > 0"));
+        }
+        sql.push_str(PAGE_END);
+        sql
+    }
+
+    /// Up to `limit + 1` rows (one more than the page, to know whether
+    /// another page may follow). A plain read: its snapshot and its `now`
+    /// are taken as it starts.
+    async fn run(
+        &self,
+        pool: &MySqlPool,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<Row>, Error> {
+        let sql = self.sql();
+        db::transact!(pool, "availability", deadline, |conn| {
+            let mut query = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str()))
+                .bind(self.cursor.map_or(0, |c| c.after.0));
+            // Bound as DATETIME, the columns' type: a TIMESTAMP parameter
+            // (how sqlx sends a `DateTime<Utc>`) cannot hold a time after
+            // 2038, and such a window would match nothing.
+            match (self.filters.from, self.cursor.and_then(|c| c.now)) {
+                (Some(from), _) => query = query.bind(from.naive_utc()),
+                (None, Some(now)) => query = query.bind(now.naive_utc()),
+                (None, None) => {}
+            }
+            if let Some(to) = self.filters.to {
+                query = query.bind(to.naive_utc());
+            }
+            Ok(query
+                .bind(self.limit.saturating_add(1))
+                .fetch_all(&mut *conn)
+                .await?)
+        })
+    }
+
+    /// The page's slots and the cursor of the next page, if more may match.
+    pub async fn slots(
+        &self,
+        pool: &MySqlPool,
+        deadline: tokio::time::Instant,
+    ) -> Result<(Vec<SlotAvailability>, Option<Cursor>), Error> {
+        let mut rows = self.run(pool, deadline).await?;
+        let more = rows.len() > self.limit as usize;
+        rows.truncate(self.limit as usize);
+        let next = match rows.last() {
+            Some(last) if more => Some(Cursor {
+                after: SlotId(last.0),
+                // The walk's `now`: the first page's, kept by every page.
+                now: match self.filters.from {
+                    Some(_) => None,
+                    None => Some(self.cursor.and_then(|c| c.now).unwrap_or(last.5)),
+                },
+            }),
+            _ => None,
+        };
+        let slots = rows
+            .into_iter()
+            .map(
+                |(id, capacity, bookable, starts_at, ends_at, _)| SlotAvailability {
+                    slot_id: SlotId(id),
+                    capacity,
+                    remaining: u32::try_from(bookable).unwrap_or(capacity).min(capacity),
+                    starts_at,
+                    ends_at,
+                },
+            )
+            .collect();
+        Ok((slots, next))
+    }
+
+    /// The page encoded: the JSON array, its ETag and the next cursor.
+    pub async fn page(
+        &self,
+        pool: &MySqlPool,
+        deadline: tokio::time::Instant,
+    ) -> Result<Page, Error> {
+        let (slots, next) = self.slots(pool, deadline).await?;
+        let body = serde_json::to_vec(&slots)
+            .map_err(|err| Error::Internal(sqlx::Error::Encode(Box::new(err))))?;
+        Ok(Page {
+            etag: etag(&body, next.is_some()),
+            next: next.map(|cursor| cursor.encode(&self.filters)),
+            body,
+        })
+    }
+}
+
+/// A strong entity tag over the body and whether a next page exists (the
+/// same slots with and without a `next` link are two representations).
+/// Not over the cursor itself: a first page's cursor carries the `now` it
+/// was read at, which would change the tag of an unchanged list.
+pub fn etag(body: &[u8], more: bool) -> String {
+    let mut hash = Sha256::new();
+    hash.update([u8::from(more)]);
+    hash.update(body);
+    format!("\"{}\"", URL_SAFE_NO_PAD.encode(&hash.finalize()[..16]))
+}
+
+/// The projection of the page's slots, clamped at 0 (an operator's
+/// out-of-band change must not fail the list), with the statement's own
+/// `now` (the first page's `now` of a "not ended" walk). The ids of the
+/// page follow (see [`Query::sql`]).
+const PAGE_SELECT: &str = concat!(
+    "SELECT s.id, s.capacity, CAST(GREATEST(",
+    bookable_signed!(),
+    ", 0) AS UNSIGNED) AS bookable, s.starts_at, s.ends_at, UTC_TIMESTAMP(6) AS now ",
+    "FROM (SELECT s.id"
+);
+
+const PAGE_END: &str = " ORDER BY s.id LIMIT ?) page JOIN slots s ON s.id = page.id ORDER BY s.id";
+
+/// The first page without parameters, as [`Query::first_page`] runs it:
+/// binds `0` (after no id) and `1001` (the page and one more).
+pub const FIRST_PAGE: &str = concat!(
+    "SELECT s.id, s.capacity, CAST(GREATEST(",
+    bookable_signed!(),
+    ", 0) AS UNSIGNED) AS bookable, s.starts_at, s.ends_at, UTC_TIMESTAMP(6) AS now ",
+    "FROM (SELECT s.id",
+    " FROM slots s WHERE s.id > ? AND s.ends_at > UTC_TIMESTAMP(6)",
+    " ORDER BY s.id LIMIT ?) page JOIN slots s ON s.id = page.id ORDER BY s.id"
+);
+
+/// `(id, capacity, bookable, starts_at, ends_at, now)`
+type Row = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>, DateTime<Utc>);
+
+impl Slots {
+    /// One page of the availability list, from the database (calls with
+    /// parameters are not cached: docs/DESIGN.md, "Availability at any
+    /// size").
+    pub async fn availability(&self, query: &Query) -> Result<Page, Error> {
+        query.page(self.pool(), self.deadline()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_page_is_the_query_without_parameters() {
+        assert_eq!(Query::first_page().sql(), FIRST_PAGE);
+    }
+
+    #[test]
+    fn the_etag_is_strong_and_tells_a_last_page_from_one_with_more() {
+        let tag = etag(b"[]", false);
+        assert!(tag.starts_with('"') && tag.ends_with('"') && tag.len() == 24);
+        assert_eq!(tag, etag(b"[]", false));
+        assert_ne!(tag, etag(b"[]", true));
+        assert_ne!(tag, etag(b"[ ]", false));
+    }
+}
