@@ -42,6 +42,19 @@ macro_rules! bookable_signed {
     };
 }
 
+/// See [`Query::sql`]: a window with fewer index entries than this after
+/// the cursor is read from its index (a few milliseconds at this size).
+const SMALL_WINDOW: u32 = 20_000;
+
+/// Where a page's ids come from (see [`Query::sql`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// The window's own index, forced, its entries sorted by id.
+    Window,
+    /// The primary key, from the cursor's id, the window as a filter.
+    Keyset,
+}
+
 /// The largest page, and the page without a `limit`.
 pub const MAX_LIMIT: u32 = 1000;
 
@@ -66,22 +79,19 @@ impl Query {
         }
     }
 
-    /// The statement for this query, built from the constant fragments
-    /// below only (never from input: every value is a bind, in the order
-    /// of [`Query::run`]). The page's ids are chosen first, in a derived
-    /// table (keyset: after the last id, by id, `limit + 1` of them), and
-    /// only those rows are read and projected. With `from`, the ids come
-    /// from the `starts_at` index alone (forced: the optimiser, which
-    /// cannot know that ids follow time, would rather walk the primary
-    /// key from the start): the cost of a page is the window's index
-    /// entries, not the table. Without it, the primary key is walked from
-    /// the last id.
-    fn sql(&self) -> String {
-        let mut sql = String::from(PAGE_SELECT);
-        sql.push_str(match self.filters.from {
-            Some(_) => " FROM slots s FORCE INDEX (slots_starts_at_index) WHERE s.id > ?",
-            None => " FROM slots s WHERE s.id > ?",
-        });
+    /// The index that holds this query's window: `starts_at` with `from`,
+    /// else `ends_at` (the "not ended" default).
+    fn window_index(&self) -> &'static str {
+        match self.filters.from {
+            Some(_) => "slots_starts_at_index",
+            None => "slots_ends_at_index",
+        }
+    }
+
+    /// The window's conditions after `s.id > ?`, binds in the order of
+    /// [`Query::bind_window`].
+    fn window(&self) -> String {
+        let mut sql = String::new();
         match (self.filters.from, self.cursor.and_then(|c| c.now)) {
             (Some(_), _) => sql.push_str(" AND s.starts_at >= ?"),
             (None, Some(_)) => sql.push_str(" AND s.ends_at > ?"),
@@ -90,6 +100,46 @@ impl Query {
         if self.filters.to.is_some() {
             sql.push_str(" AND s.starts_at < ?");
         }
+        sql
+    }
+
+    /// How many of the window's index entries lie after the cursor, up to
+    /// [`SMALL_WINDOW`]: read from the window's index alone.
+    fn probe_sql(&self) -> String {
+        format!(
+            "SELECT COUNT(*) FROM (SELECT s.id FROM slots s FORCE INDEX ({}) WHERE s.id > ?{} \
+             LIMIT {SMALL_WINDOW}) w",
+            self.window_index(),
+            self.window()
+        )
+    }
+
+    /// The statement for this query, built from the constant fragments
+    /// below only (never from input: every value is a bind, in the order
+    /// of [`Query::run`]). The page's ids are chosen first, in a derived
+    /// table (keyset: after the last id, by id, `limit + 1` of them), and
+    /// only those rows are read and projected.
+    ///
+    /// Where the ids come from is the plan. A small window (fewer than
+    /// [`SMALL_WINDOW`] entries after the cursor, by the probe) is read
+    /// from its own index, forced: the optimiser, which cannot know that
+    /// ids follow time, would rather walk the primary key from the start,
+    /// through every slot before the window (330 ms for a week at 1 M
+    /// slots). A larger one is walked along the primary key from the last
+    /// id: reading its whole index and sorting it would cost every page
+    /// the whole window (300 ms for a year), while the walk reads about a
+    /// page of rows once it is inside the window.
+    fn sql(&self, plan: Plan) -> String {
+        let mut sql = String::from(PAGE_SELECT);
+        match plan {
+            Plan::Window => {
+                sql.push_str(" FROM slots s FORCE INDEX (");
+                sql.push_str(self.window_index());
+                sql.push_str(") WHERE s.id > ?");
+            }
+            Plan::Keyset => sql.push_str(" FROM slots s WHERE s.id > ?"),
+        }
+        sql.push_str(&self.window());
         if self.filters.available {
             sql.push_str(concat!(" AND ", bookable_signed!(), " > 0"));
         }
@@ -97,30 +147,49 @@ impl Query {
         sql
     }
 
+    /// Binds the cursor's id and the window's instants, in statement order.
+    /// Bound as DATETIME, the columns' type: a TIMESTAMP parameter (how
+    /// sqlx sends a `DateTime<Utc>`) cannot hold a time after 2038, and
+    /// such a window would match nothing.
+    fn bind_window<'q, O>(
+        &self,
+        query: sqlx::query::QueryAs<'q, sqlx::MySql, O, sqlx::mysql::MySqlArguments>,
+    ) -> sqlx::query::QueryAs<'q, sqlx::MySql, O, sqlx::mysql::MySqlArguments> {
+        let mut query = query.bind(self.cursor.map_or(0, |c| c.after.0));
+        match (self.filters.from, self.cursor.and_then(|c| c.now)) {
+            (Some(from), _) => query = query.bind(from.naive_utc()),
+            (None, Some(now)) => query = query.bind(now.naive_utc()),
+            (None, None) => {}
+        }
+        if let Some(to) = self.filters.to {
+            query = query.bind(to.naive_utc());
+        }
+        query
+    }
+
     /// Up to `limit + 1` rows (one more than the page, to know whether
-    /// another page may follow). A plain read: its snapshot and its `now`
-    /// are taken as it starts.
+    /// another page may follow). The probe only chooses the plan; both
+    /// plans give the same rows. The page is a plain read: its snapshot and
+    /// its `now` are taken as it starts.
     async fn run(
         &self,
         pool: &MySqlPool,
         deadline: tokio::time::Instant,
     ) -> Result<Vec<Row>, Error> {
-        let sql = self.sql();
+        let probe = self.probe_sql();
         db::transact!(pool, "availability", deadline, |conn| {
-            let mut query = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str()))
-                .bind(self.cursor.map_or(0, |c| c.after.0));
-            // Bound as DATETIME, the columns' type: a TIMESTAMP parameter
-            // (how sqlx sends a `DateTime<Utc>`) cannot hold a time after
-            // 2038, and such a window would match nothing.
-            match (self.filters.from, self.cursor.and_then(|c| c.now)) {
-                (Some(from), _) => query = query.bind(from.naive_utc()),
-                (None, Some(now)) => query = query.bind(now.naive_utc()),
-                (None, None) => {}
-            }
-            if let Some(to) = self.filters.to {
-                query = query.bind(to.naive_utc());
-            }
-            Ok(query
+            let (entries,): (i64,) = self
+                .bind_window(sqlx::query_as(sqlx::AssertSqlSafe(probe.as_str())))
+                .fetch_one(&mut *conn)
+                .await?;
+            let plan = if entries < i64::from(SMALL_WINDOW) {
+                Plan::Window
+            } else {
+                Plan::Keyset
+            };
+            let sql = self.sql(plan);
+            Ok(self
+                .bind_window(sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str())))
                 .bind(self.limit.saturating_add(1))
                 .fetch_all(&mut *conn)
                 .await?)
@@ -232,7 +301,7 @@ mod tests {
 
     #[test]
     fn the_first_page_is_the_query_without_parameters() {
-        assert_eq!(Query::first_page().sql(), FIRST_PAGE);
+        assert_eq!(Query::first_page().sql(Plan::Keyset), FIRST_PAGE);
     }
 
     #[test]
