@@ -14,6 +14,8 @@ mod reclaim;
 mod sweep;
 
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
+pub(crate) use reclaim::reclaim_locked;
+pub(crate) use sql::{active_hold, expired_but_counted, slot_bookable};
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD, LOCK_SLOT};
 pub use sweep::{SweepLimits, SweepReport};
 

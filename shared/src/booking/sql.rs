@@ -59,6 +59,11 @@ macro_rules! slot_bookable {
     };
 }
 
+// The slot ledger (`crate::slots`) reads the same figures with the same
+// SQL: the one definition of an active hold and of the counter's
+// expired-but-counted seats.
+pub(crate) use {active_hold, expired_but_counted, slot_bookable};
+
 /// The expired-but-counted seats of every slot, per slot, with the expiry
 /// of the oldest hold (the sweeper takes the oldest due first). The constant
 /// lower bound (the oldest watermark of a slot that counts any hold) turns
