@@ -105,13 +105,16 @@ async fn create_once(
         "INSERT INTO slots (starts_at, ends_at, capacity, remaining, created_at, updated_at) ",
     );
     insert.push_values(new, |mut row, slot| {
-        row.push_bind(slot.starts_at)
-            .push_bind(slot.ends_at)
+        row.push_bind(slot.starts_at.naive_utc())
+            .push_bind(slot.ends_at.naive_utc())
             .push_bind(slot.capacity)
             .push_bind(slot.capacity)
             .push("UTC_TIMESTAMP(6)")
             .push("UTC_TIMESTAMP(6)");
     });
+    // Times are bound as DATETIME (`NaiveDateTime`, UTC): sqlx sends a
+    // `DateTime<Utc>` as a TIMESTAMP, which ends in 2038 (later values
+    // arrive as NULL); §15.10 allows years up to 9999.
     // Not kept as a prepared statement: each batch size is its own text.
     let done = insert.build().persistent(false).execute(&mut *tx).await?;
     let n = new.len() as u64;
@@ -166,7 +169,7 @@ async fn update_once(
         return Err(Error::SlotNotFound(id));
     };
     // 2. The times against the stored other field, under the lock: no
-    //    clock involved.
+    //    clock involved. Bound as DATETIME below (see `create_once`).
     let starts_at = change.starts_at.unwrap_or(stored_starts);
     let ends_at = change.ends_at.unwrap_or(stored_ends);
     if ends_at <= starts_at {
@@ -202,8 +205,8 @@ async fn update_once(
     sqlx::query(CHANGE_SLOT)
         .bind(delta)
         .bind(new_capacity)
-        .bind(starts_at)
-        .bind(ends_at)
+        .bind(starts_at.naive_utc())
+        .bind(ends_at.naive_utc())
         .bind(id.0)
         .execute(&mut *tx)
         .await?;
