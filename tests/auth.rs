@@ -221,7 +221,12 @@ async fn every_route_refuses_callers_without_a_working_key_with_401_and_a_bearer
             Box::new(move || {
                 let id = slot.to_string();
                 let body = json!({"capacity": 9});
-                clients_request(Method::PATCH, &format!("/slots/{id}"), Some(&id), Some(&body))
+                clients_request(
+                    Method::PATCH,
+                    &format!("/slots/{id}"),
+                    Some(&id),
+                    Some(&body),
+                )
             }),
         ),
         (

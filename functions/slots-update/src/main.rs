@@ -5,5 +5,8 @@ use lambda_http::{Error, run, service_fn};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let app = shared::App::from_env_or_exit().await;
-    run(service_fn(|request| shared::http::update_slot(&app, request))).await
+    run(service_fn(|request| {
+        shared::http::update_slot(&app, request)
+    }))
+    .await
 }

@@ -4,8 +4,8 @@ use super::{HandlerResult, caller, deadline, error_response, json, json_body, pa
 use crate::App;
 use crate::clients::{ClientId, Needs, NewClient};
 use crate::error::Error;
-use lambda_http::http::StatusCode;
 use lambda_http::Request;
+use lambda_http::http::StatusCode;
 
 /// `POST /clients` → 201 + the client, with its key (shown only here).
 pub async fn create_client(app: &App, request: Request) -> HandlerResult {

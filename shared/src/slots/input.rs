@@ -296,7 +296,8 @@ mod tests {
             ["1.starts_at", "3.capacity", "4.ends_at"],
             "every element's problems, at once"
         );
-        let err = NewSlots::from_json(&json!({"capacity": 1_000_001, "colour": "red"})).unwrap_err();
+        let err =
+            NewSlots::from_json(&json!({"capacity": 1_000_001, "colour": "red"})).unwrap_err();
         let errors = errors(err);
         assert!(errors["body"][0].contains("\"colour\""), "{errors:?}");
         assert!(errors.contains_key("starts_at") && errors.contains_key("ends_at"));
@@ -304,7 +305,10 @@ mod tests {
         for bad in [json!(2.5), json!("3"), json!(-1), json!(null), json!(true)] {
             let body = json!({"starts_at": "2026-12-01T09:00:00Z",
                               "ends_at": "2026-12-01T10:00:00Z", "capacity": bad});
-            assert_eq!(fields(NewSlots::from_json(&body).unwrap_err()), ["capacity"]);
+            assert_eq!(
+                fields(NewSlots::from_json(&body).unwrap_err()),
+                ["capacity"]
+            );
         }
     }
 
@@ -332,8 +336,14 @@ mod tests {
 
     #[test]
     fn a_change_names_at_least_one_known_field() {
-        assert_eq!(fields(SlotChange::from_json(&json!({})).unwrap_err()), ["body"]);
-        assert_eq!(fields(SlotChange::from_json(&json!([])).unwrap_err()), ["body"]);
+        assert_eq!(
+            fields(SlotChange::from_json(&json!({})).unwrap_err()),
+            ["body"]
+        );
+        assert_eq!(
+            fields(SlotChange::from_json(&json!([])).unwrap_err()),
+            ["body"]
+        );
         assert_eq!(
             fields(SlotChange::from_json(&json!({"remaining": 3})).unwrap_err()),
             ["body"]
@@ -343,7 +353,10 @@ mod tests {
             ["capacity"]
         );
         let both = json!({"starts_at": "2026-12-01T10:00:00Z", "ends_at": "2026-12-01T10:00:00Z"});
-        assert_eq!(fields(SlotChange::from_json(&both).unwrap_err()), ["ends_at"]);
+        assert_eq!(
+            fields(SlotChange::from_json(&both).unwrap_err()),
+            ["ends_at"]
+        );
         let change = SlotChange::from_json(&json!({"capacity": 7})).unwrap();
         assert_eq!(
             change,

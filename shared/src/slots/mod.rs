@@ -97,7 +97,10 @@ impl Slots {
     /// refusal changed nothing.
     async fn invalidate_after<T>(&self, outcome: &Result<T, Error>) {
         let Some(cache) = &self.cache else { return };
-        if matches!(outcome, Ok(_) | Err(Error::Unavailable(_) | Error::Internal(_))) {
+        if matches!(
+            outcome,
+            Ok(_) | Err(Error::Unavailable(_) | Error::Internal(_))
+        ) {
             cache.invalidate().await;
         }
     }
