@@ -63,6 +63,10 @@ async fn call(app: &App, route: &str, request: Request) -> (u16, Option<String>,
         "create" => http::create_client(app, request).await,
         "list" => http::list_clients(app, request).await,
         "revoke" => http::revoke_client(app, request).await,
+        "slot-create" => http::create_slots(app, request).await,
+        "slot-get" => http::get_slot(app, request).await,
+        "slot-update" => http::update_slot(app, request).await,
+        "slot-delete" => http::delete_slot(app, request).await,
         other => panic!("no route {other}"),
     }
     .unwrap();
@@ -197,6 +201,41 @@ async fn every_route_refuses_callers_without_a_working_key_with_401_and_a_bearer
                 move || clients_request(Method::DELETE, &format!("/clients/{id}"), Some(&id), None)
             }),
         ),
+        (
+            "slot-create",
+            Box::new(|| {
+                let body = json!({"starts_at": "2026-12-01T09:00:00Z",
+                                  "ends_at": "2026-12-01T10:00:00Z", "capacity": 1});
+                clients_request(Method::POST, "/slots", None, Some(&body))
+            }),
+        ),
+        (
+            "slot-get",
+            Box::new(move || {
+                let id = slot.to_string();
+                clients_request(Method::GET, &format!("/slots/{id}"), Some(&id), None)
+            }),
+        ),
+        (
+            "slot-update",
+            Box::new(move || {
+                let id = slot.to_string();
+                let body = json!({"capacity": 9});
+                clients_request(
+                    Method::PATCH,
+                    &format!("/slots/{id}"),
+                    Some(&id),
+                    Some(&body),
+                )
+            }),
+        ),
+        (
+            "slot-delete",
+            Box::new(move || {
+                let id = slot.to_string();
+                clients_request(Method::DELETE, &format!("/slots/{id}"), Some(&id), None)
+            }),
+        ),
     ];
     for (route, request) in &routes {
         for (who, authorization) in keyless(&callers) {
@@ -212,8 +251,15 @@ async fn every_route_refuses_callers_without_a_working_key_with_401_and_a_bearer
             assert!(challenge.starts_with("Bearer"), "{challenge}");
         }
     }
-    // Nothing happened: the hold is still held, no client was made or revoked.
+    // Nothing happened: the hold is still held, no client was made or
+    // revoked, no slot was made, changed or deleted.
     assert_eq!(db.count_holds(slot, "status = 'held'").await, 1);
+    assert_eq!(db.slot(slot).await, (5, 5));
+    let slots: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM slots")
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    assert_eq!(slots, 1);
     let clients: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM api_clients WHERE revoked_at IS NULL")
             .fetch_one(&db.admin)

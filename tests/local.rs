@@ -113,6 +113,8 @@ async fn unknown_routes_and_methods_answer_the_apis_json_404() {
         (Method::GET, "/".to_string()),
         (Method::GET, "/no/such/route".to_string()),
         (Method::GET, "/slots".to_string()),
+        (Method::PUT, format!("/slots/{slot}")),
+        (Method::POST, format!("/slots/{slot}")),
         (Method::GET, "/slots/availability/extra".to_string()),
         (Method::POST, "/slots/availability".to_string()),
         (Method::GET, format!("/slots/{slot}/hold")),
@@ -128,6 +130,12 @@ async fn unknown_routes_and_methods_answer_the_apis_json_404() {
     }
     let (status, _, body) = send(http.get(format!("{base}/slots/availability"))).await;
     assert_eq!(status, 200, "{body}");
+    // `GET /slots/{id}` is its own function; `/slots/availability` keeps
+    // going to `availability`.
+    assert!(body.trim_start().starts_with('['), "{body}");
+    let (status, _, body) = send(http.get(format!("{base}/slots/{slot}"))).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"confirmed\""), "{body}");
     let (status, _, body) = send(
         http.post(format!("{base}/slots/{slot}/hold"))
             .header("idempotency-key", new_key().to_string()),

@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod runtime_api;
 pub mod scenarios;
 pub mod seats;
+pub mod slots;
 pub mod traffic;
 pub mod watch;
 

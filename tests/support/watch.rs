@@ -9,7 +9,7 @@ use tokio::process::{Child, Command};
 
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`) and the scheduled `sweep`.
-pub const DEV_FUNCTIONS: [&str; 12] = [
+pub const DEV_FUNCTIONS: [&str; 16] = [
     "availability",
     "hold",
     "confirm",
@@ -17,6 +17,10 @@ pub const DEV_FUNCTIONS: [&str; 12] = [
     "holds-get",
     "holds-find",
     "holds-extend",
+    "slots-create",
+    "slots-get",
+    "slots-update",
+    "slots-delete",
     "clients-create",
     "clients-list",
     "clients-revoke",

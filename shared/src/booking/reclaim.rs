@@ -25,7 +25,7 @@ pub const RECLAIM_APPLY: &str = "UPDATE slots SET held = held - LEAST(held, ?), 
      reclaimed_until = GREATEST(reclaimed_until, ?) WHERE id = ?";
 
 /// A slot's counters after [`reclaim_locked`].
-pub(super) struct Counters {
+pub(crate) struct Counters {
     pub remaining: u32,
     pub held: u32,
 }
@@ -35,7 +35,7 @@ pub(super) struct Counters {
 /// moves the watermark to now. Afterwards `held` is exactly the seats of
 /// the slot's active holds.
 /// `None` when the slot does not exist.
-pub(super) async fn reclaim_locked(
+pub(crate) async fn reclaim_locked(
     conn: &mut MySqlConnection,
     slot_id: SlotId,
 ) -> Result<Option<Counters>, Error> {

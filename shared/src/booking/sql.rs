@@ -38,7 +38,6 @@ macro_rules! expired_but_counted {
         "x.status = 'held' AND x.expires_at > s.reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)"
     };
 }
-pub(crate) use expired_but_counted;
 
 /// What one slot has bookable: `remaining − held + expired-but-counted`
 /// seats. SIGNED: on the UNSIGNED columns a negative intermediate would be
@@ -59,6 +58,11 @@ macro_rules! slot_bookable {
         )
     };
 }
+
+// The slot ledger (`crate::slots`) reads the same figures with the same
+// SQL: the one definition of an active hold and of the counter's
+// expired-but-counted seats.
+pub(crate) use {active_hold, expired_but_counted, slot_bookable};
 
 /// The expired-but-counted seats of every slot, per slot, with the expiry
 /// of the oldest hold (the sweeper takes the oldest due first). The constant

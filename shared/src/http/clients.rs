@@ -1,12 +1,11 @@
 //! `POST /clients`, `GET /clients`, `DELETE /clients/{id}`: admins only.
 
-use super::{HandlerResult, caller, deadline, error_response, json, path_id};
+use super::{HandlerResult, caller, deadline, error_response, json, json_body, path_id};
 use crate::App;
 use crate::clients::{ClientId, Needs, NewClient};
 use crate::error::Error;
+use lambda_http::Request;
 use lambda_http::http::StatusCode;
-use lambda_http::{Body, Request};
-use serde_json::Value;
 
 /// `POST /clients` → 201 + the client, with its key (shown only here).
 pub async fn create_client(app: &App, request: Request) -> HandlerResult {
@@ -49,19 +48,4 @@ pub async fn revoke_client(app: &App, request: Request) -> HandlerResult {
         Ok(client) => json(StatusCode::OK, &client),
         Err(err) => error_response(&err),
     })
-}
-
-/// The body as JSON, whatever its `Content-Type`; an empty body is `{}`.
-fn json_body(request: &Request) -> Result<Value, Error> {
-    let bytes: &[u8] = match request.body() {
-        Body::Empty => b"",
-        Body::Text(text) => text.as_bytes(),
-        Body::Binary(bytes) => bytes,
-        _ => b"",
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Value::Object(Default::default()));
-    }
-    serde_json::from_slice(bytes)
-        .map_err(|_| Error::invalid("body", "The body must be valid JSON."))
 }

@@ -7,11 +7,13 @@
 mod availability;
 mod clients;
 mod holds;
+mod slot_admin;
 mod slots;
 
 pub use availability::availability;
 pub use clients::{create_client, list_clients, revoke_client};
 pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold};
+pub use slot_admin::{create_slots, delete_slot, get_slot, update_slot};
 pub use slots::hold;
 
 use crate::App;
@@ -21,6 +23,7 @@ use crate::error::Error;
 use lambda_http::http::{HeaderValue, StatusCode, header};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
+use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime};
 
 pub type HandlerResult = Result<Response<Body>, lambda_http::Error>;
@@ -140,6 +143,22 @@ pub fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// The body as JSON, whatever its `Content-Type`; an empty body is `{}`.
+/// Anything that is not JSON is a 422 under `body`.
+fn json_body(request: &Request) -> Result<Value, Error> {
+    let bytes: &[u8] = match request.body() {
+        Body::Empty => b"",
+        Body::Text(text) => text.as_bytes(),
+        Body::Binary(bytes) => bytes,
+        _ => b"",
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|_| Error::invalid("body", "The body must be valid JSON."))
 }
 
 /// The error as JSON. Server-side causes are logged here, never sent.

@@ -7,13 +7,39 @@
 //! `now` from a statement sent after the lock, and invalidates the
 //! availability cache after the commit, never inside the transaction.
 
+mod admin;
 pub mod availability;
 pub mod cursor;
+pub mod input;
+mod ledger;
+
+pub use admin::{BOOKINGS, CHANGE_SLOT, DELETE_SLOT, LOCK_FOR_CHANGE};
+pub use input::{NewSlot, NewSlots, SlotChange};
+pub use ledger::{READ_NEW_SLOTS, READ_SLOT};
 
 use crate::booking::DEFAULT_BUDGET;
 use crate::cache::AvailabilityCache;
+use crate::error::Error;
 use sqlx::MySqlPool;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Kept back from a change's budget for the invalidation that follows it
+/// (the cache's own time-outs bound it well below this).
+const INVALIDATION_RESERVE: Duration = Duration::from_millis(300);
+
+/// What an attempt that reached its COMMIT got: the answer, or the
+/// COMMIT's own failure. That one is not retried: the COMMIT may have
+/// been applied with its acknowledgement lost, and a batch of slots made
+/// again would be made twice.
+type Committed<T> = Result<T, sqlx::Error>;
+
+/// The answer of a change whose attempt reached its COMMIT.
+fn committed<T>(outcome: Committed<T>) -> Result<T, Error> {
+    outcome.map_err(|err| {
+        tracing::error!(error = %err, "the COMMIT failed; whether it was applied is unknown");
+        Error::from(err)
+    })
+}
 
 /// The slot service. Cheap to clone; build it once per execution
 /// environment and scope it to a request with [`Slots::until`].
@@ -57,5 +83,27 @@ impl Slots {
             .deadline
             .unwrap_or_else(|| Instant::now() + DEFAULT_BUDGET);
         tokio::time::Instant::from_std(deadline)
+    }
+
+    /// A change's deadline, with room for its invalidation.
+    fn deadline_before_invalidation(&self) -> tokio::time::Instant {
+        self.deadline()
+            .checked_sub(INVALIDATION_RESERVE)
+            .unwrap_or_else(tokio::time::Instant::now)
+    }
+
+    /// After a change, never inside its transaction: a reader recomputing
+    /// in between would cache the old figures for a whole TTL. Also after
+    /// a failure after which the COMMIT may have happened unseen (a lost
+    /// acknowledgement, the deadline firing after COMMIT was sent); a
+    /// refusal changed nothing.
+    async fn invalidate_after<T>(&self, outcome: &Result<T, Error>) {
+        let Some(cache) = &self.cache else { return };
+        if matches!(
+            outcome,
+            Ok(_) | Err(Error::Unavailable(_) | Error::Internal(_))
+        ) {
+            cache.invalidate().await;
+        }
     }
 }

@@ -46,16 +46,22 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             .fetch_one(&mut conn)
             .await?;
     if open == 0 {
-        // Tomorrow's dock windows, one hour each, with varied capacity.
-        conn.execute(
-            "INSERT INTO slots (starts_at, ends_at, capacity, remaining, created_at, updated_at)
-             SELECT d + INTERVAL h HOUR, d + INTERVAL h + 1 HOUR, c, c, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
-             FROM (SELECT TIMESTAMP(UTC_DATE() + INTERVAL 1 DAY) AS d) day
-             JOIN (SELECT 8 AS h, 10 AS c UNION ALL SELECT 9, 5 UNION ALL SELECT 10, 1
-                   UNION ALL SELECT 11, 3 UNION ALL SELECT 12, 20) windows
-             ORDER BY h",
-        )
-        .await?;
+        // Tomorrow's dock windows, one hour each, with varied capacity,
+        // made by the admin API's own code path (`POST /slots`).
+        let app = shared::App::new(config.clone())?;
+        let day = (chrono::Utc::now().date_naive() + chrono::Days::new(1))
+            .and_time(chrono::NaiveTime::MIN)
+            .and_utc();
+        let windows: Vec<shared::slots::NewSlot> = [(8, 10), (9, 5), (10, 1), (11, 3), (12, 20)]
+            .into_iter()
+            .map(|(hour, capacity)| shared::slots::NewSlot {
+                starts_at: day + chrono::Duration::hours(hour),
+                ends_at: day + chrono::Duration::hours(hour + 1),
+                capacity,
+            })
+            .collect();
+        app.slots.create(&windows).await?;
+        app.slots.pool().close().await;
         println!("devdb: seeded 5 demo slots in {name}");
     }
     let pool = sqlx::MySqlPool::connect_with(options).await?;

@@ -1,0 +1,12 @@
+//! Lambda function: `shared::http::delete_slot`.
+
+use lambda_http::{Error, run, service_fn};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Error> {
+    let app = shared::App::from_env_or_exit().await;
+    run(service_fn(|request| {
+        shared::http::delete_slot(&app, request)
+    }))
+    .await
+}

@@ -1,0 +1,256 @@
+//! The slot administered (SPEC §10, §15.9): read, create (one or a batch,
+//! all or nothing), change (capacity and times, under the slot's lock) and
+//! delete (refused while it has bookings).
+//!
+//! Every change holds the slot's row lock from its first statement, the
+//! lock the hold path, confirm, cancel, extend and the sweeper take, so it
+//! is serialised with all of them; its decisions use figures and a `now`
+//! read after the lock (docs/DESIGN.md, "Slots administered").
+
+use super::input::{NewSlot, SlotChange, order_message};
+use super::{Committed, Slots, ledger};
+use crate::booking::{LOCK_SLOT, active_hold, reclaim_locked};
+use crate::db;
+use crate::domain::{Slot, SlotId};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use sqlx::{Connection, MySql, MySqlConnection, QueryBuilder};
+
+/// The first statement of a change: the slot's row lock, with the fields a
+/// change is checked against. A locking read: no snapshot yet, and no
+/// clock (its `now` would predate the lock wait).
+pub const LOCK_FOR_CHANGE: &str =
+    "SELECT capacity, starts_at, ends_at FROM slots WHERE id = ? FOR UPDATE";
+
+/// The change, in one statement. `remaining` moves by the capacity's delta
+/// (bound signed; the figures it was decided on were read under this
+/// lock, so the result is ≥ the active seats ≥ 0 and `remaining ≤
+/// capacity` stays true). `remaining` is assigned first: MySQL assigns
+/// left to right, and it must not see the new capacity (it does not read
+/// it anyway).
+pub const CHANGE_SLOT: &str = "UPDATE slots SET remaining = CAST(remaining AS SIGNED) + ?, \
+     capacity = ?, starts_at = ?, ends_at = ?, updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+
+/// After the lock, so its `now` lies inside the lock: the seats of the
+/// slot's confirmed holds and of its active holds, from the holds table
+/// itself (the truth the counters summarise).
+pub const BOOKINGS: &str = concat!(
+    "SELECT CAST(COALESCE(SUM(CASE WHEN status = 'confirmed' THEN quantity ELSE 0 END), 0) AS SIGNED), ",
+    "CAST(COALESCE(SUM(CASE WHEN ",
+    active_hold!(),
+    " THEN quantity ELSE 0 END), 0) AS SIGNED) ",
+    "FROM holds WHERE slot_id = ? AND status IN ('held', 'confirmed')"
+);
+
+/// The holds go with the slot: `holds.slot_id` cascades (SPEC §3).
+pub const DELETE_SLOT: &str = "DELETE FROM slots WHERE id = ?";
+
+impl Slots {
+    /// The slot resource, from the database (never cached), one statement.
+    pub async fn get(&self, id: SlotId) -> Result<Slot, Error> {
+        db::transact!(&self.pool, "slot get", self.deadline(), |conn| {
+            ledger::read(&mut conn, id).await
+        })?
+        .ok_or(Error::SlotNotFound(id))
+    }
+
+    /// Creates the slots, all or nothing: one transaction, one multi-row
+    /// INSERT. Answers them in the given order. The availability cache is
+    /// invalidated after the commit.
+    pub async fn create(&self, new: &[NewSlot]) -> Result<Vec<Slot>, Error> {
+        let deadline = self.deadline_before_invalidation();
+        let outcome = db::transact!(&self.pool, "slots create", deadline, |conn| {
+            create_once(&mut conn, new).await
+        })
+        .and_then(super::committed);
+        self.invalidate_after(&outcome).await;
+        outcome
+    }
+
+    /// Changes a slot's capacity and/or times under its row lock. A
+    /// capacity below the confirmed and active seats is refused (409
+    /// `capacity_below_committed`); otherwise `remaining` moves by the
+    /// capacity's delta. A time that would not leave `ends_at > starts_at`
+    /// with the stored other one is refused under its field (422).
+    pub async fn update(&self, id: SlotId, change: &SlotChange) -> Result<Slot, Error> {
+        let deadline = self.deadline_before_invalidation();
+        let outcome = db::transact!(&self.pool, "slot update", deadline, |conn| {
+            update_once(&mut conn, id, change).await
+        })
+        .and_then(super::committed);
+        self.invalidate_after(&outcome).await;
+        outcome
+    }
+
+    /// Deletes a slot without confirmed or active holds, and its cancelled
+    /// and ended holds with it; answers the slot as it was. With bookings:
+    /// 409 `slot_has_bookings`.
+    pub async fn delete(&self, id: SlotId) -> Result<Slot, Error> {
+        let deadline = self.deadline_before_invalidation();
+        let outcome = db::transact!(&self.pool, "slot delete", deadline, |conn| {
+            delete_once(&mut conn, id).await
+        })
+        .and_then(super::committed);
+        self.invalidate_after(&outcome).await;
+        outcome
+    }
+}
+
+async fn create_once(
+    conn: &mut MySqlConnection,
+    new: &[NewSlot],
+) -> Result<Committed<Vec<Slot>>, Error> {
+    let mut tx = conn.begin().await?;
+    let mut insert = QueryBuilder::<MySql>::new(
+        "INSERT INTO slots (starts_at, ends_at, capacity, remaining, created_at, updated_at) ",
+    );
+    insert.push_values(new, |mut row, slot| {
+        row.push_bind(slot.starts_at.naive_utc())
+            .push_bind(slot.ends_at.naive_utc())
+            .push_bind(slot.capacity)
+            .push_bind(slot.capacity)
+            .push("UTC_TIMESTAMP(6)")
+            .push("UTC_TIMESTAMP(6)");
+    });
+    // Times are bound as DATETIME (`NaiveDateTime`, UTC): sqlx sends a
+    // `DateTime<Utc>` as a TIMESTAMP, which ends in 2038 (later values
+    // arrive as NULL); §15.10 allows years up to 9999.
+    // Not kept as a prepared statement: each batch size is its own text.
+    let done = insert.build().persistent(false).execute(&mut *tx).await?;
+    let n = new.len() as u64;
+    // LAST_INSERT_ID() of a multi-row INSERT is the first row's id, and
+    // this INSERT is a "simple insert" (InnoDB knows its row count before
+    // it runs). For a simple insert InnoDB reserves all n values at once,
+    // under the AUTO-INC lock (lock modes 0 and 1) or its mutex (mode 2,
+    // the interleaved one: concurrent inserts never get values inside a
+    // simple insert's reservation): the rows get n consecutive ids, with
+    // auto_increment_increment = 1. Checked, not trusted: any other
+    // outcome (another increment, a changed engine) fails the request and
+    // rolls everything back rather than answer with the wrong rows.
+    let first = done.last_insert_id();
+    let last = first.checked_add(n.saturating_sub(1));
+    let slots = match last {
+        Some(last) if done.rows_affected() == n && first > 0 => {
+            ledger::read_new(&mut tx, first, last).await?
+        }
+        _ => Vec::new(),
+    };
+    let as_inserted = slots.len() == new.len()
+        && slots.iter().zip(new).all(|(slot, asked)| {
+            (slot.starts_at, slot.ends_at, slot.capacity)
+                == (asked.starts_at, asked.ends_at, asked.capacity)
+        });
+    if !as_inserted {
+        tracing::error!(
+            first,
+            rows = done.rows_affected(),
+            read_back = slots.len(),
+            "a batch insert did not get consecutive ids (auto_increment_increment?)"
+        );
+        return Err(Error::Internal(sqlx::Error::Protocol(
+            "the inserted slots do not have consecutive ids".into(),
+        )));
+    }
+    Ok(tx.commit().await.map(|()| slots))
+}
+
+async fn update_once(
+    conn: &mut MySqlConnection,
+    id: SlotId,
+    change: &SlotChange,
+) -> Result<Committed<Slot>, Error> {
+    let mut tx = conn.begin().await?;
+    // 1. The slot's row lock, first: no snapshot exists before it.
+    let locked: Option<(u32, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(LOCK_FOR_CHANGE)
+        .bind(id.0)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some((capacity, stored_starts, stored_ends)) = locked else {
+        return Err(Error::SlotNotFound(id));
+    };
+    // 2. The times against the stored other field, under the lock: no
+    //    clock involved. Bound as DATETIME below (see `create_once`).
+    let starts_at = change.starts_at.unwrap_or(stored_starts);
+    let ends_at = change.ends_at.unwrap_or(stored_ends);
+    if ends_at <= starts_at {
+        let (field, message) = order_message(change.ends_at.is_some());
+        return Err(Error::invalid(field, message));
+    }
+    // 3. The reclaim (under the lock we hold): its count takes a `now`
+    //    after the lock and subtracts the holds expired since the
+    //    watermark, so `held` is exactly the seats of the active holds at
+    //    that moment. It is also the first plain read: the snapshot
+    //    follows the lock. Every hold, confirm and cancel of this slot
+    //    waits for our commit, so these figures stay true until then.
+    let counters = reclaim_locked(&mut tx, id)
+        .await?
+        .ok_or(Error::SlotNotFound(id))?;
+    let confirmed = capacity.saturating_sub(counters.remaining);
+    let new_capacity = change.capacity.unwrap_or(capacity);
+    let committed = u64::from(confirmed) + u64::from(counters.held);
+    if u64::from(new_capacity) < committed {
+        // Keep the reclaim: it is correct, and it shortens later scans.
+        tx.commit().await?;
+        return Err(Error::CapacityBelowCommitted {
+            slot: id,
+            capacity: new_capacity,
+            confirmed,
+            held: counters.held,
+        });
+    }
+    // 4. One UPDATE: `remaining` by the capacity's delta. New remaining =
+    //    new capacity − confirmed ≥ held, so `remaining − held ≥ 0` and D
+    //    (which `held` and the watermark define alone) are untouched.
+    let delta = i64::from(new_capacity) - i64::from(capacity);
+    sqlx::query(CHANGE_SLOT)
+        .bind(delta)
+        .bind(new_capacity)
+        .bind(starts_at.naive_utc())
+        .bind(ends_at.naive_utc())
+        .bind(id.0)
+        .execute(&mut *tx)
+        .await?;
+    let slot = ledger::read(&mut tx, id)
+        .await?
+        .ok_or(Error::SlotNotFound(id))?;
+    Ok(tx.commit().await.map(|()| slot))
+}
+
+async fn delete_once(conn: &mut MySqlConnection, id: SlotId) -> Result<Committed<Slot>, Error> {
+    let mut tx = conn.begin().await?;
+    // 1. The slot's row lock, first. A hold that claims a seat of this
+    //    slot takes the same lock with its claim's UPDATE: it either
+    //    committed before (its hold is counted below) or waits, and then
+    //    finds no row (404).
+    sqlx::query(LOCK_SLOT)
+        .bind(id.0)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(Error::SlotNotFound(id))?;
+    // 2. Its bookings, from the holds table, with a `now` after the lock
+    //    (the first plain read: the snapshot follows the lock too).
+    let (confirmed, held): (i64, i64) = sqlx::query_as(BOOKINGS)
+        .bind(id.0)
+        .fetch_one(&mut *tx)
+        .await?;
+    if confirmed > 0 || held > 0 {
+        return Err(Error::SlotHasBookings {
+            slot: id,
+            confirmed: seats(confirmed),
+            held: seats(held),
+        });
+    }
+    // 3. The slot as it was, in the same snapshot, then the delete.
+    let slot = ledger::read(&mut tx, id)
+        .await?
+        .ok_or(Error::SlotNotFound(id))?;
+    sqlx::query(DELETE_SLOT)
+        .bind(id.0)
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx.commit().await.map(|()| slot))
+}
+
+fn seats(sum: i64) -> u32 {
+    u32::try_from(sum).unwrap_or(u32::MAX)
+}

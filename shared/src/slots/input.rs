@@ -1,0 +1,369 @@
+//! The bodies of `POST /slots` and `PATCH /slots/{id}` (SPEC §10,
+//! §15.9, §15.10), validated before any statement runs. Every problem is
+//! reported at once, each under its field: `capacity`, `3.capacity` for
+//! the fourth element of a batch (0-based), and `body` for the shape of
+//! the body itself (not an object or an array, an empty or oversized
+//! batch, an element that is not an object, an unknown field, which the
+//! message names).
+
+use crate::domain::parse_instant;
+use crate::error::{Error, FieldErrors};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+/// The most slots one `POST /slots` may create.
+pub const MAX_BATCH: usize = 500;
+/// The largest capacity a slot may have.
+pub const MAX_CAPACITY: u32 = 1_000_000;
+
+const FIELDS: [&str; 3] = ["starts_at", "ends_at", "capacity"];
+
+/// One slot to create: `ends_at > starts_at`, capacity 1 to
+/// [`MAX_CAPACITY`], times in UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewSlot {
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub capacity: u32,
+}
+
+/// A `POST /slots` body: one object (answered with one slot) or an array
+/// of 1 to [`MAX_BATCH`] (answered with an array, in the given order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NewSlots {
+    One(NewSlot),
+    Many(Vec<NewSlot>),
+}
+
+impl NewSlots {
+    pub fn from_json(body: &Value) -> Result<Self, Error> {
+        match body {
+            Value::Object(fields) => {
+                let mut errors = FieldErrors::new();
+                let slot = new_slot(fields, None, &mut errors);
+                match slot {
+                    Some(slot) if errors.is_empty() => Ok(Self::One(slot)),
+                    _ => Err(Error::Validation(errors)),
+                }
+            }
+            Value::Array(items) if items.is_empty() || items.len() > MAX_BATCH => {
+                Err(Error::invalid(
+                    "body",
+                    format!("The body must be one slot or an array of 1 to {MAX_BATCH} slots."),
+                ))
+            }
+            Value::Array(items) => {
+                let mut errors = FieldErrors::new();
+                let mut slots = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        Value::Object(fields) => {
+                            slots.extend(new_slot(fields, Some(i), &mut errors));
+                        }
+                        _ => fail(
+                            &mut errors,
+                            "body".into(),
+                            format!("Element {i} of the array must be a JSON object."),
+                        ),
+                    }
+                }
+                if errors.is_empty() && slots.len() == items.len() {
+                    Ok(Self::Many(slots))
+                } else {
+                    Err(Error::Validation(errors))
+                }
+            }
+            _ => Err(Error::invalid(
+                "body",
+                "The body must be a JSON object or an array of them.",
+            )),
+        }
+    }
+
+    pub fn as_slice(&self) -> &[NewSlot] {
+        match self {
+            Self::One(slot) => std::slice::from_ref(slot),
+            Self::Many(slots) => slots,
+        }
+    }
+}
+
+/// A `PATCH /slots/{id}` body: at least one of the three fields. When both
+/// times are given their order is checked here; against the stored other
+/// field it is checked under the slot's lock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlotChange {
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+    pub capacity: Option<u32>,
+}
+
+impl SlotChange {
+    pub fn from_json(body: &Value) -> Result<Self, Error> {
+        let Some(fields) = body.as_object() else {
+            return Err(Error::invalid("body", "The body must be a JSON object."));
+        };
+        if fields.is_empty() {
+            return Err(Error::invalid(
+                "body",
+                "The body must change at least one of starts_at, ends_at and capacity.",
+            ));
+        }
+        let mut errors = FieldErrors::new();
+        unknown_fields(fields, None, &mut errors);
+        let starts_at = optional(fields, "starts_at", None, &mut errors, instant);
+        let ends_at = optional(fields, "ends_at", None, &mut errors, instant);
+        let capacity = optional(fields, "capacity", None, &mut errors, capacity);
+        if let (Some(starts_at), Some(ends_at)) = (starts_at, ends_at) {
+            order(starts_at, ends_at, None, &mut errors);
+        }
+        if errors.is_empty() {
+            Ok(Self {
+                starts_at,
+                ends_at,
+                capacity,
+            })
+        } else {
+            Err(Error::Validation(errors))
+        }
+    }
+}
+
+/// The message for `ends_at` not after `starts_at`, also used under the
+/// slot's lock when one of the two is the stored value.
+pub fn order_message(ends_at_given: bool) -> (&'static str, &'static str) {
+    if ends_at_given {
+        ("ends_at", "The ends_at must be later than starts_at.")
+    } else {
+        (
+            "starts_at",
+            "The starts_at must be earlier than the slot's ends_at.",
+        )
+    }
+}
+
+fn new_slot(
+    fields: &Map<String, Value>,
+    index: Option<usize>,
+    errors: &mut FieldErrors,
+) -> Option<NewSlot> {
+    unknown_fields(fields, index, errors);
+    let starts_at = required(fields, "starts_at", index, errors, instant);
+    let ends_at = required(fields, "ends_at", index, errors, instant);
+    let capacity = required(fields, "capacity", index, errors, capacity);
+    let (starts_at, ends_at, capacity) = (starts_at?, ends_at?, capacity?);
+    if !order(starts_at, ends_at, index, errors) {
+        return None;
+    }
+    Some(NewSlot {
+        starts_at,
+        ends_at,
+        capacity,
+    })
+}
+
+/// `ends_at > starts_at`, else an error under `ends_at`.
+fn order(
+    starts_at: DateTime<Utc>,
+    ends_at: DateTime<Utc>,
+    index: Option<usize>,
+    errors: &mut FieldErrors,
+) -> bool {
+    if ends_at > starts_at {
+        return true;
+    }
+    let (field, message) = order_message(true);
+    fail(errors, name(index, field), message.into());
+    false
+}
+
+fn unknown_fields(fields: &Map<String, Value>, index: Option<usize>, errors: &mut FieldErrors) {
+    for unknown in fields.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
+        // Named in the message; the field itself is not one of ours.
+        let message = match index {
+            None => format!("The {unknown:?} field is not allowed."),
+            Some(i) => format!("The {unknown:?} field of element {i} is not allowed."),
+        };
+        fail(errors, "body".into(), message);
+    }
+}
+
+/// A field's parsed value; the parser says what is wrong as the end of a
+/// sentence that starts with the field's name.
+type Parse<T> = fn(&Value) -> Result<T, Cow<'static, str>>;
+
+fn required<T>(
+    fields: &Map<String, Value>,
+    field: &'static str,
+    index: Option<usize>,
+    errors: &mut FieldErrors,
+    parse: Parse<T>,
+) -> Option<T> {
+    if fields.get(field).is_none() {
+        fail(
+            errors,
+            name(index, field),
+            format!("The {field} field is required."),
+        );
+        return None;
+    }
+    optional(fields, field, index, errors, parse)
+}
+
+fn optional<T>(
+    fields: &Map<String, Value>,
+    field: &'static str,
+    index: Option<usize>,
+    errors: &mut FieldErrors,
+    parse: Parse<T>,
+) -> Option<T> {
+    match parse(fields.get(field)?) {
+        Ok(value) => Some(value),
+        Err(why) => {
+            fail(errors, name(index, field), format!("The {field} {why}."));
+            None
+        }
+    }
+}
+
+fn instant(value: &Value) -> Result<DateTime<Utc>, Cow<'static, str>> {
+    match value {
+        Value::String(raw) => parse_instant(raw).map_err(Cow::Borrowed),
+        _ => Err("must be a string holding an RFC 3339 time with an offset".into()),
+    }
+}
+
+fn capacity(value: &Value) -> Result<u32, Cow<'static, str>> {
+    value
+        .as_u64()
+        .filter(|n| (1..=u64::from(MAX_CAPACITY)).contains(n))
+        .map(|n| n as u32)
+        .ok_or_else(|| format!("must be an integer from 1 to {MAX_CAPACITY}").into())
+}
+
+/// `capacity`, or `3.capacity` inside a batch.
+fn name(index: Option<usize>, field: &'static str) -> Cow<'static, str> {
+    match index {
+        None => Cow::Borrowed(field),
+        Some(i) => Cow::Owned(format!("{i}.{field}")),
+    }
+}
+
+fn fail(errors: &mut FieldErrors, field: Cow<'static, str>, message: String) {
+    errors.entry(field).or_default().push(message);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn errors(err: Error) -> FieldErrors {
+        match err {
+            Error::Validation(errors) => errors,
+            other => panic!("not a validation failure: {other}"),
+        }
+    }
+
+    fn fields(err: Error) -> Vec<String> {
+        errors(err).into_keys().map(String::from).collect()
+    }
+
+    #[test]
+    fn one_object_is_one_slot_in_utc() {
+        let body = json!({"starts_at": "2026-12-01T09:00:00+01:00",
+                          "ends_at": "2026-12-01T09:30:00.25Z", "capacity": 5});
+        let NewSlots::One(slot) = NewSlots::from_json(&body).unwrap() else {
+            panic!("one slot")
+        };
+        assert_eq!(slot.capacity, 5);
+        assert_eq!(slot.starts_at.to_rfc3339(), "2026-12-01T08:00:00+00:00");
+        assert_eq!(slot.ends_at.to_rfc3339(), "2026-12-01T09:30:00.250+00:00");
+    }
+
+    #[test]
+    fn every_problem_is_named_by_its_field_and_batch_position() {
+        let good = json!({"starts_at": "2026-12-01T09:00:00Z",
+                          "ends_at": "2026-12-01T10:00:00Z", "capacity": 1});
+        let mut batch = vec![good.clone(); 5];
+        batch[3]["capacity"] = json!(0);
+        batch[4]["ends_at"] = json!("2026-12-01T08:00:00Z");
+        batch[1]["starts_at"] = json!("2026-12-01 09:00:00Z");
+        let err = NewSlots::from_json(&Value::Array(batch)).unwrap_err();
+        assert_eq!(
+            fields(err),
+            ["1.starts_at", "3.capacity", "4.ends_at"],
+            "every element's problems, at once"
+        );
+        let err =
+            NewSlots::from_json(&json!({"capacity": 1_000_001, "colour": "red"})).unwrap_err();
+        let errors = errors(err);
+        assert!(errors["body"][0].contains("\"colour\""), "{errors:?}");
+        assert!(errors.contains_key("starts_at") && errors.contains_key("ends_at"));
+        assert!(errors["capacity"][0].contains("1 to 1000000"), "{errors:?}");
+        for bad in [json!(2.5), json!("3"), json!(-1), json!(null), json!(true)] {
+            let body = json!({"starts_at": "2026-12-01T09:00:00Z",
+                              "ends_at": "2026-12-01T10:00:00Z", "capacity": bad});
+            assert_eq!(
+                fields(NewSlots::from_json(&body).unwrap_err()),
+                ["capacity"]
+            );
+        }
+    }
+
+    #[test]
+    fn the_body_must_be_an_object_or_a_batch_of_1_to_500() {
+        let good = json!({"starts_at": "2026-12-01T09:00:00Z",
+                          "ends_at": "2026-12-01T10:00:00Z", "capacity": 1});
+        for bad in [
+            json!(null),
+            json!(3),
+            json!("x"),
+            json!([]),
+            Value::Array(vec![good.clone(); MAX_BATCH + 1]),
+            json!([good.clone(), 7]),
+        ] {
+            assert_eq!(fields(NewSlots::from_json(&bad).unwrap_err()), ["body"]);
+        }
+        let NewSlots::Many(slots) =
+            NewSlots::from_json(&Value::Array(vec![good; MAX_BATCH])).unwrap()
+        else {
+            panic!("a batch")
+        };
+        assert_eq!(slots.len(), MAX_BATCH);
+    }
+
+    #[test]
+    fn a_change_names_at_least_one_known_field() {
+        assert_eq!(
+            fields(SlotChange::from_json(&json!({})).unwrap_err()),
+            ["body"]
+        );
+        assert_eq!(
+            fields(SlotChange::from_json(&json!([])).unwrap_err()),
+            ["body"]
+        );
+        assert_eq!(
+            fields(SlotChange::from_json(&json!({"remaining": 3})).unwrap_err()),
+            ["body"]
+        );
+        assert_eq!(
+            fields(SlotChange::from_json(&json!({"capacity": null})).unwrap_err()),
+            ["capacity"]
+        );
+        let both = json!({"starts_at": "2026-12-01T10:00:00Z", "ends_at": "2026-12-01T10:00:00Z"});
+        assert_eq!(
+            fields(SlotChange::from_json(&both).unwrap_err()),
+            ["ends_at"]
+        );
+        let change = SlotChange::from_json(&json!({"capacity": 7})).unwrap();
+        assert_eq!(
+            change,
+            SlotChange {
+                capacity: Some(7),
+                ..SlotChange::default()
+            }
+        );
+    }
+}
