@@ -27,6 +27,7 @@ mod measure;
 mod raw;
 mod reads;
 mod report;
+mod scale;
 mod scenarios;
 mod sections;
 mod setup;
@@ -61,6 +62,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "cache_down",
         "a hanging and a refusing cache, 20 environments: reads and writes, sequential and parallel",
+    ),
+    (
+        "scale",
+        "1,000,000 slots and 10,000,000 holds of history: pages with from/to, walks, the cached call, GET and POST /slots, the index migration, the seed's unbounded list",
     ),
     (
         "e2e",
@@ -182,6 +187,7 @@ async fn run(options: Options) -> Result<(), String> {
             "projection" => reads::projections(&bench, timing, &mut emit).await,
             "storm" => scenarios::storm(&bench, &mut emit).await,
             "cache_down" => cachedown::run(&bench, timing, &mut emit).await,
+            "scale" => scale::run(&server, &redis_url, timing, &mut emit).await,
             "e2e" => e2e::run(&bench, timing, &mut emit).await,
             "cold_start" => cold_starts(&bench, &mut emit).await,
             _ => Ok(()),

@@ -9,13 +9,14 @@ use crate::targets::Target;
 use std::fmt::Write;
 
 /// The groups whose section can be updated from a run of that group.
-pub const IN_PLACE: &[&str] = &["cache_down"];
+pub const IN_PLACE: &[&str] = &["cache_down", "scale"];
 
 /// The section of `group`, markers included.
 pub fn render(group: &str, meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
     let (begin, end) = markers(group);
     let body = match group {
         "cache_down" => cache_down(meta, rows, targets, full),
+        "scale" => scale(meta, rows, targets, full),
         _ => String::new(),
     };
     format!("{begin}\n{body}{end}\n")
@@ -92,6 +93,75 @@ fn cache_down(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> Stri
     );
     let _ = writeln!(w, "\n| target | measured | result |\n|---|---|---|");
     for t in targets.iter().filter(|t| t.target.starts_with("cache ")) {
+        let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
+    }
+    md
+}
+
+fn scale(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
+    let mut md = String::new();
+    let w = &mut md;
+    let _ = writeln!(w, "## At a million slots\n");
+    let how = if full {
+        "with the rest of this file".to_string()
+    } else {
+        format!(
+            "by `cargo run --release -p bench -- --only scale`, apart from the rest of this file \
+             (load average before {} · after {})",
+            meta.load_before, meta.load_after
+        )
+    };
+    let _ = writeln!(
+        w,
+        "Measured at commit `{}` on {}, {how}.\n",
+        meta.commit, meta.date
+    );
+    let _ = writeln!(
+        w,
+        "A database of its own, filled by the server from its sequence tables: a year of hourly \
+         windows of 115 docks (six months each side of now, ids in time order, as a batch job \
+         creates them), each slot with 10 holds of history (6 confirmed, 2 cancelled, 2 expired \
+         long ago), an active hold on one slot in 50 of those to come and a just-expired, still \
+         counted one on one in 500. One environment (a `shared::App` as a function builds it), \
+         each call admitted by the bench client's key first, as the route does. *page* is \
+         `Slots::availability` for one page of 1,000 with `from`/`to` (a week from tomorrow, \
+         about 19,000 slots), read over and over; *walk* follows `next` to the end, one row per \
+         page; *no_parameters_hit* is the cached call as the route serves it (`availability_json` \
+         with the rate limit in its round trip) against a raw `GET` of the same value, in \
+         alternating rounds; *no_parameters_miss* recomputes the first page after an \
+         invalidation; *get_slot* reads slots scattered over the table; *create_slots* is \
+         `Slots::create` with 500 slots per call. *seed_list* is the seed's unbounded list (every \
+         slot ever made, one response) at this size, for comparison; *index_migration* drops the \
+         availability indexes and runs their migration again while a writer keeps updating and \
+         inserting slots.\n"
+    );
+    for row in rows
+        .iter()
+        .filter(|r| r.scenario.starts_with("scale.") && r.stats.is_none())
+    {
+        let _ = writeln!(
+            w,
+            "- *{}* ({}): `{}`",
+            row.scenario, row.variant, row.params
+        );
+    }
+    let _ = writeln!(w);
+    table(
+        w,
+        rows.iter()
+            .filter(|r| r.scenario.starts_with("scale.") && r.stats.is_some()),
+    );
+    let _ = writeln!(w, "\n| target | measured | result |\n|---|---|---|");
+    let scale_targets = [
+        "availability, a page",
+        "availability without parameters",
+        "POST /slots",
+        "GET /slots/{id}",
+    ];
+    for t in targets
+        .iter()
+        .filter(|t| scale_targets.iter().any(|p| t.target.starts_with(p)))
+    {
         let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
     }
     md

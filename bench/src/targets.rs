@@ -279,8 +279,88 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     });
     out.push(Target::new("every arm64 bootstrap.zip < 5 MB", zips));
     out.extend(cache_down_targets(rows));
+    out.extend(scale_targets(rows));
     out
 }
+
+/// The hit of the call without parameters before SPEC §11 (docs at
+/// f43b54d: 1 env, with auth), and its ratio to a raw Redis GET of the
+/// same value then. Absolute figures move ±30 % between runs on this
+/// machine, so the hit is judged by its ratio to the GET in the same run.
+const HIT_BEFORE_OPS: f64 = 14_538.0;
+const HIT_BEFORE_RATIO: f64 = 0.98;
+
+/// Issue 13's targets at 1,000,000 slots and 10,000,000 holds (`scale`).
+fn scale_targets(rows: &[Row]) -> Vec<Target> {
+    let stats = |scenario: &str, variant: &str| {
+        find(rows, scenario, variant, Some(1))
+            .and_then(|r| r.stats.as_ref())
+            .filter(|s| s.errors == 0 && s.ops > 0)
+    };
+    let size = find(rows, "scale.dataset", "fill", None).map_or(String::new(), |r| {
+        format!(
+            " ({} slots, {} holds)",
+            r.params["slots"], r.params["holds"]
+        )
+    });
+    let p99_under = |target: &str, scenario: &str, variant: &str, limit: f64| {
+        Target::new(
+            format!("{target}{size}"),
+            stats(scenario, variant).map(|s| {
+                (
+                    format!(
+                        "p50 {:.2} ms, p99 {:.2} ms, {} calls",
+                        s.p50_ms, s.p99_ms, s.ops
+                    ),
+                    s.p99_ms < limit,
+                )
+            }),
+        )
+    };
+    let hit = match (
+        stats(HIT_SCENARIO, "service"),
+        stats(HIT_SCENARIO, "redis_get"),
+    ) {
+        (Some(hit), Some(get)) if get.ops_per_s > 0.0 => {
+            let ratio = hit.ops_per_s / get.ops_per_s;
+            Some((
+                format!(
+                    "{:.0} ops/s (before: {HIT_BEFORE_OPS:.0}); {ratio:.2} × a raw GET of the \
+                     same value in this run (before: {HIT_BEFORE_RATIO:.2})",
+                    hit.ops_per_s
+                ),
+                ratio >= HIT_BEFORE_RATIO * 0.9,
+            ))
+        }
+        _ => None,
+    };
+    vec![
+        p99_under(
+            "availability, a page of 1,000 with from/to: p99 < 50 ms",
+            "scale.page",
+            "from_to_week",
+            50.0,
+        ),
+        Target::new(
+            "availability without parameters (cached hit, 100 slots): unchanged within 10 %",
+            hit,
+        ),
+        p99_under(
+            "POST /slots with 500 slots < 1 s",
+            "scale.create_slots",
+            "service_500",
+            1_000.0,
+        ),
+        p99_under(
+            "GET /slots/{id}: p99 < 10 ms",
+            "scale.get_slot",
+            "service",
+            10.0,
+        ),
+    ]
+}
+
+const HIT_SCENARIO: &str = "availability_hit.100_slots";
 
 /// p99 of reads and of writes with the cache dead, sequential and parallel
 /// alike, within the limit of the way it is dead.
