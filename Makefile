@@ -25,10 +25,10 @@ SOAK_MINUTES ?= 30
 # when it is not installed; its directory must stay first on PATH.
 WITH_CARGO_LAMBDA = PATH="$$(scripts/ensure-cargo-lambda.sh):$$PATH"
 
-.PHONY: help dev db soak soak-short test check lint unit validate build sam-build scenarios bench deploy clean
+.PHONY: help dev db soak soak-short test check lint unit validate build sam-build scenarios bench bench-scale deploy clean
 
 help: ## list the commands
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 dev: db ## serve the API on http://127.0.0.1:$(PORT) ($(CONCURRENCY) instances per function), sweeper every 60 s
 	@# Built as the watcher runs them (`cargo run --bin NAME`), so the first
@@ -76,6 +76,9 @@ scenarios: ## the seed's three concurrency scenarios over HTTP against a running
 
 bench: sam-build ## benchmarks: figures printed and written to docs/BENCHMARKS.md (after the arm64 build, whose zips it reports)
 	$(WITH_CARGO_LAMBDA) cargo run --release -p bench
+
+bench-scale: ## the benchmarks at 1,000,000 slots and 10,000,000 holds alone (part of `make bench`), rewriting their section of docs/BENCHMARKS.md
+	cargo run --release -p bench -- --only scale
 
 deploy: validate sam-build ## deploy with SAM (needs AWS credentials; not run from here)
 	.venv-sam/bin/sam deploy $(if $(wildcard samconfig.toml),,--guided)
