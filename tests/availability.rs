@@ -522,3 +522,104 @@ async fn a_walk_sees_every_lasting_slot_once_while_slots_come_and_go() {
         db.drop().await;
     }
 }
+
+/// `count` slots of an hour, the first starting `start_minutes` from now
+/// and each a minute after the last, in one statement per thousand.
+async fn slots_from(db: &TestDb, start_minutes: i64, count: usize) -> Vec<u64> {
+    let mut ids = Vec::with_capacity(count);
+    for chunk in (0..count).collect::<Vec<_>>().chunks(1000) {
+        let mut insert = sqlx::QueryBuilder::<sqlx::MySql>::new(
+            "INSERT INTO slots (starts_at, ends_at, capacity, remaining) ",
+        );
+        insert.push_values(chunk, |mut row, i| {
+            let at = start_minutes + *i as i64;
+            row.push(format!("UTC_TIMESTAMP(6) + INTERVAL {at} MINUTE"))
+                .push(format!("UTC_TIMESTAMP(6) + INTERVAL {} MINUTE", at + 60))
+                .push("1")
+                .push("1");
+        });
+        let first = insert
+            .build()
+            .execute(&db.admin)
+            .await
+            .unwrap()
+            .last_insert_id();
+        ids.extend(first..first + chunk.len() as u64);
+    }
+    ids
+}
+
+/// A window with more index entries than `SMALL_WINDOW` is walked along
+/// the primary key, its first page from the window's smallest id: below
+/// it lie 20,000 ended slots that neither the not-ended default nor the
+/// window may list or skip into. Slots come and go meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_window_is_walked_along_the_primary_key_and_sees_every_lasting_slot_once() {
+    use shared::slots::availability::SMALL_WINDOW;
+    let db = TestDb::new().await;
+    let ended = slots_from(&db, -30 * 24 * 60, 20_000).await;
+    let live = slots_from(&db, 24 * 60, SMALL_WINDOW as usize + 2_000).await;
+    let doomed: Vec<u64> = live.iter().copied().step_by(97).collect();
+    let lasting: BTreeSet<u64> = live
+        .iter()
+        .copied()
+        .filter(|id| !doomed.contains(id))
+        .collect();
+    let churn_db = db.admin.clone();
+    let (stop_tx, mut stop) = tokio::sync::oneshot::channel::<()>();
+    let churn = tokio::spawn(async move {
+        let mut doomed = doomed;
+        while stop.try_recv().is_err() {
+            sqlx::query(
+                "INSERT INTO slots (starts_at, ends_at, capacity, remaining) VALUES \
+                 (UTC_TIMESTAMP() + INTERVAL 30 HOUR, UTC_TIMESTAMP() + INTERVAL 31 HOUR, 1, 1)",
+            )
+            .execute(&churn_db)
+            .await
+            .unwrap();
+            if let Some(id) = doomed.pop() {
+                sqlx::query("DELETE FROM slots WHERE id = ?")
+                    .bind(id)
+                    .execute(&churn_db)
+                    .await
+                    .unwrap();
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    let app = db.app();
+    let not_ended = walk(&app, "limit=1000").await.0;
+    let windowed = {
+        let (from, to) = ("2026-01-01T00:00:00Z", "2100-01-01T00:00:00Z");
+        let all = walk(&app, &format!("from={from}&to={to}&limit=1000"))
+            .await
+            .0;
+        // This window holds the ended slots too: the first page starts at
+        // the oldest of them.
+        assert_eq!(all.first(), ended.first(), "the window's first slot");
+        all
+    };
+    stop_tx.send(()).unwrap();
+    churn.await.unwrap();
+    let ended: BTreeSet<u64> = ended.into_iter().collect();
+    for (name, ids) in [("not ended", &not_ended), ("window", &windowed)] {
+        let unique: BTreeSet<u64> = ids.iter().copied().collect();
+        assert_eq!(unique.len(), ids.len(), "{name}: an id seen twice");
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{name}: in id order");
+        assert!(
+            lasting.is_subset(&unique),
+            "{name}: missed {} lasting slots, e.g. {:?}",
+            lasting.difference(&unique).count(),
+            lasting.difference(&unique).take(3).collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        not_ended.iter().all(|id| !ended.contains(id)),
+        "an ended slot listed as not ended"
+    );
+    assert!(
+        ended.iter().all(|id| windowed.contains(id)),
+        "the window lists its ended slots"
+    );
+    db.drop().await;
+}

@@ -224,7 +224,7 @@ pub async fn projections(
                 miss.stats(),
             ));
             if slot_count == 100 && holds == 0 {
-                hits(bench, &envs, timing, emit).await?;
+                hits(bench, &envs, "availability_hit.100_slots", timing, emit).await?;
             }
         }
     }
@@ -236,10 +236,11 @@ pub async fn projections(
 /// GET in one script), against the same hit without auth (one GET, the
 /// stored bytes checked and returned) and a raw `GET` of the same key on
 /// a Redis connection of the same environment; the three in alternating
-/// rounds, the order rotating.
-async fn hits(
+/// rounds, the order rotating. The rows are `scenario`'s.
+pub async fn hits(
     bench: &Bench,
     envs: &[Env],
+    scenario: &str,
     timing: Timing,
     emit: &mut dyn FnMut(Row),
 ) -> Result<(), String> {
@@ -280,7 +281,7 @@ async fn hits(
         let params = json!({ "slots": 100, "value_bytes": bytes });
         for (hit, sample) in VARIANTS.iter().zip(&samples) {
             emit(Row::new(
-                "availability_hit.100_slots",
+                scenario,
                 hit.name(),
                 clients,
                 params.clone(),

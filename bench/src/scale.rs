@@ -26,6 +26,8 @@ const CAPACITY: u32 = 20;
 const CONFIRMED_PER_SLOT: u32 = 6;
 /// Slots filled per INSERT … SELECT (10 holds each).
 const CHUNK: u64 = 100_000;
+/// The 100-slot cached call, measured by this group.
+pub const HIT_100_SLOTS: &str = "scale.availability_hit.100_slots";
 /// Lambda's response payload limit (6 MB).
 const LAMBDA_RESPONSE_LIMIT: usize = 6 * 1024 * 1024;
 
@@ -55,6 +57,15 @@ pub async fn run(
 }
 
 async fn measured(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
+    // The cached call at today's size first (100 slots, as the
+    // projection group measures it), so that this group alone can judge
+    // the hit against its figure before SPEC §11.
+    bench.insert_slots(100, crate::setup::ROOMY).await?;
+    let envs = bench.envs(8).await?;
+    crate::reads::hits(bench, &envs, HIT_100_SLOTS, timing, emit).await?;
+    drop(envs);
+    bench.reset().await?;
+
     let slots = slot_count();
     let started = Instant::now();
     fill(bench, slots).await?;

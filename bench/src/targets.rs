@@ -317,9 +317,15 @@ fn scale_targets(rows: &[Row]) -> Vec<Target> {
             }),
         )
     };
+    // This group's own hit at 100 slots, else the projection group's.
+    let hit_scenario = if stats(crate::scale::HIT_100_SLOTS, "service").is_some() {
+        crate::scale::HIT_100_SLOTS
+    } else {
+        HIT_SCENARIO
+    };
     let hit = match (
-        stats(HIT_SCENARIO, "service"),
-        stats(HIT_SCENARIO, "redis_get"),
+        stats(hit_scenario, "service"),
+        stats(hit_scenario, "redis_get"),
     ) {
         (Some(hit), Some(get)) if get.ops_per_s > 0.0 => {
             let ratio = hit.ops_per_s / get.ops_per_s;

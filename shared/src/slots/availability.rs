@@ -42,9 +42,9 @@ macro_rules! bookable_signed {
     };
 }
 
-/// See [`Query::sql`]: a window with fewer index entries than this after
-/// the cursor is read from its index (a few milliseconds at this size).
-const SMALL_WINDOW: u32 = 20_000;
+/// See [`Query::sql`]: a window with fewer entries than this in its index
+/// is read from that index (a few milliseconds at this size).
+pub const SMALL_WINDOW: u32 = 20_000;
 
 /// Where a page's ids come from (see [`Query::sql`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,12 +103,28 @@ impl Query {
         sql
     }
 
-    /// How many of the window's index entries lie after the cursor, up to
-    /// [`SMALL_WINDOW`]: read from the window's index alone.
+    /// How many entries the window's index holds, up to [`SMALL_WINDOW`]:
+    /// read from that index alone, at most that many entries. Not after the
+    /// cursor: in a window's index the ids already served are not a range
+    /// to skip but scattered through it (at its start, when ids follow
+    /// time), so that count would cost every page the entries before it.
     fn probe_sql(&self) -> String {
         format!(
-            "SELECT COUNT(*) FROM (SELECT s.id FROM slots s FORCE INDEX ({}) WHERE s.id > ?{} \
+            "SELECT COUNT(*) FROM (SELECT s.id FROM slots s FORCE INDEX ({}) WHERE s.id > 0{} \
              LIMIT {SMALL_WINDOW}) w",
+            self.window_index(),
+            self.window()
+        )
+    }
+
+    /// The smallest id in the window, from the window's index alone: where
+    /// the first page of a large window starts its walk along the primary
+    /// key, rather than walking through every slot below the window. It
+    /// costs the window's entries once per walk; the later pages start
+    /// after their cursor.
+    fn seek_sql(&self) -> String {
+        format!(
+            "SELECT MIN(s.id) FROM slots s FORCE INDEX ({}) WHERE s.id > 0{}",
             self.window_index(),
             self.window()
         )
@@ -121,14 +137,15 @@ impl Query {
     /// only those rows are read and projected.
     ///
     /// Where the ids come from is the plan. A small window (fewer than
-    /// [`SMALL_WINDOW`] entries after the cursor, by the probe) is read
+    /// [`SMALL_WINDOW`] entries in its index, by the probe) is read
     /// from its own index, forced: the optimiser, which cannot know that
     /// ids follow time, would rather walk the primary key from the start,
     /// through every slot before the window (330 ms for a week at 1 M
     /// slots). A larger one is walked along the primary key from the last
-    /// id: reading its whole index and sorting it would cost every page
-    /// the whole window (300 ms for a year), while the walk reads about a
-    /// page of rows once it is inside the window.
+    /// id (a first page from the window's smallest id: [`Query::seek_sql`]):
+    /// reading its whole index and sorting it would cost every page the
+    /// whole window (300 ms for a year), while the walk reads about a page
+    /// of rows once it is inside the window.
     fn sql(&self, plan: Plan) -> String {
         let mut sql = String::from(PAGE_SELECT);
         match plan {
@@ -154,8 +171,12 @@ impl Query {
     fn bind_window<'q, O>(
         &self,
         query: sqlx::query::QueryAs<'q, sqlx::MySql, O, sqlx::mysql::MySqlArguments>,
+        after: Option<u64>,
     ) -> sqlx::query::QueryAs<'q, sqlx::MySql, O, sqlx::mysql::MySqlArguments> {
-        let mut query = query.bind(self.cursor.map_or(0, |c| c.after.0));
+        let mut query = query;
+        if let Some(after) = after {
+            query = query.bind(after);
+        }
         match (self.filters.from, self.cursor.and_then(|c| c.now)) {
             (Some(from), _) => query = query.bind(from.naive_utc()),
             (None, Some(now)) => query = query.bind(now.naive_utc()),
@@ -177,9 +198,10 @@ impl Query {
         deadline: tokio::time::Instant,
     ) -> Result<Vec<Row>, Error> {
         let probe = self.probe_sql();
+        let seek = self.seek_sql();
         db::transact!(pool, "availability", deadline, |conn| {
             let (entries,): (i64,) = self
-                .bind_window(sqlx::query_as(sqlx::AssertSqlSafe(probe.as_str())))
+                .bind_window(sqlx::query_as(sqlx::AssertSqlSafe(probe.as_str())), None)
                 .fetch_one(&mut *conn)
                 .await?;
             let plan = if entries < i64::from(SMALL_WINDOW) {
@@ -187,9 +209,26 @@ impl Query {
             } else {
                 Plan::Keyset
             };
+            let after = match (plan, self.cursor) {
+                (_, Some(cursor)) => cursor.after.0,
+                (Plan::Window, None) => 0,
+                (Plan::Keyset, None) => {
+                    let (first,): (Option<u64>,) = self
+                        .bind_window(sqlx::query_as(sqlx::AssertSqlSafe(seek.as_str())), None)
+                        .fetch_one(&mut *conn)
+                        .await?;
+                    match first {
+                        Some(first) => first - 1,
+                        None => return Ok(Vec::new()),
+                    }
+                }
+            };
             let sql = self.sql(plan);
             Ok(self
-                .bind_window(sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str())))
+                .bind_window(
+                    sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str())),
+                    Some(after),
+                )
                 .bind(self.limit.saturating_add(1))
                 .fetch_all(&mut *conn)
                 .await?)
