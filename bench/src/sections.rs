@@ -53,20 +53,7 @@ fn cache_down(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> Stri
     let mut md = String::new();
     let w = &mut md;
     let _ = writeln!(w, "## A dead cache, fleet-wide\n");
-    let how = if full {
-        "with the rest of this file".to_string()
-    } else {
-        format!(
-            "by `cargo run --release -p bench -- --only cache_down`, apart from the rest of this file \
-             (load average before {} · after {})",
-            meta.load_before, meta.load_after
-        )
-    };
-    let _ = writeln!(
-        w,
-        "Measured at commit `{}` on {}, {how}.\n",
-        meta.commit, meta.date
-    );
+    let _ = writeln!(w, "{}", measured_at("cache_down", meta, full));
     let _ = writeln!(
         w,
         "{} environments, each a `shared::App` as a function builds it (its own one-connection pool, \
@@ -102,20 +89,7 @@ fn scale(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
     let mut md = String::new();
     let w = &mut md;
     let _ = writeln!(w, "## At a million slots\n");
-    let how = if full {
-        "with the rest of this file".to_string()
-    } else {
-        format!(
-            "by `cargo run --release -p bench -- --only scale`, apart from the rest of this file \
-             (load average before {} · after {})",
-            meta.load_before, meta.load_after
-        )
-    };
-    let _ = writeln!(
-        w,
-        "Measured at commit `{}` on {}, {how}.\n",
-        meta.commit, meta.date
-    );
+    let _ = writeln!(w, "{}", measured_at("scale", meta, full));
     let _ = writeln!(
         w,
         "A database of its own, filled by the server from its sequence tables: a year of hourly \
@@ -167,4 +141,21 @@ fn scale(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
         let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
     }
     md
+}
+
+/// "Measured at commit … on …, by …": how a section's figures were made.
+fn measured_at(group: &str, meta: &Meta, full: bool) -> String {
+    let how = if full {
+        "with the rest of this file".to_string()
+    } else {
+        format!(
+            "by `cargo run --release -p bench -- --only {group}`, apart from the rest of this \
+             file (load average before {} · after {})",
+            meta.load_before, meta.load_after
+        )
+    };
+    format!(
+        "Measured at commit `{}` on {}, {how}.\n",
+        meta.commit, meta.date
+    )
 }

@@ -21,7 +21,7 @@ pub use sweep::{SweepLimits, SweepReport};
 
 use crate::cache::{AvailabilityCache, CacheStatus, Limit, Served};
 use crate::config::HoldRules;
-use crate::db;
+use crate::db::{self, Deadline};
 use crate::domain::{Hold, SlotAvailability, SlotId};
 use crate::error::Error;
 use crate::slots::availability::Query;
@@ -43,18 +43,11 @@ pub struct Booking {
     /// How many projection queries this instance ran: lets operators and
     /// tests see the cache absorbing reads.
     projections: Arc<AtomicU64>,
-    /// When the caller must have its answer; `None`: [`DEFAULT_BUDGET`]
-    /// from the start of each operation.
-    deadline: Option<Instant>,
+    /// When the caller must have its answer.
+    deadline: Deadline,
 }
 
-/// The time an operation may take when its caller set no deadline: under
-/// the function timeout (`template.yaml`, 10 s) with room to answer.
-pub const DEFAULT_BUDGET: Duration = db::OPERATION_DEADLINE;
-
-/// Kept back from a confirm's or cancel's budget for the invalidation that
-/// follows it (the cache's own time-outs bound it well below this).
-const INVALIDATION_RESERVE: Duration = Duration::from_millis(300);
+pub use crate::db::DEFAULT_BUDGET;
 
 /// See [`Booking::availability_json`].
 const CUT_GRACE: Duration = Duration::from_millis(50);
@@ -83,7 +76,7 @@ impl Booking {
             rules: HoldRules::default(),
             cache,
             projections: Arc::default(),
-            deadline: None,
+            deadline: Deadline::default(),
         }
     }
 
@@ -102,7 +95,7 @@ impl Booking {
     /// database and the cache do.
     pub fn until(&self, deadline: Instant) -> Self {
         Self {
-            deadline: Some(deadline),
+            deadline: Deadline::at(deadline),
             ..self.clone()
         }
     }
@@ -122,17 +115,12 @@ impl Booking {
 
     /// When an operation starting now must be done.
     fn deadline(&self) -> tokio::time::Instant {
-        let deadline = self
-            .deadline
-            .unwrap_or_else(|| Instant::now() + DEFAULT_BUDGET);
-        tokio::time::Instant::from_std(deadline)
+        self.deadline.due()
     }
 
     /// A confirm's or cancel's deadline, with room for its invalidation.
     fn deadline_before_invalidation(&self) -> tokio::time::Instant {
-        self.deadline()
-            .checked_sub(INVALIDATION_RESERVE)
-            .unwrap_or_else(tokio::time::Instant::now)
+        self.deadline.before_invalidation()
     }
 
     /// The call without parameters (SPEC §4, §11): the first page of the

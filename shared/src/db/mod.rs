@@ -210,7 +210,9 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
 }
 
 #[macro_use]
+mod deadline;
 mod run;
+pub use deadline::{DEFAULT_BUDGET, Deadline};
 pub(crate) use run::transact;
 pub use run::{OPERATION_DEADLINE, Run, within};
 

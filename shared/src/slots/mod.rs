@@ -17,15 +17,11 @@ pub use admin::{BOOKINGS, CHANGE_SLOT, DELETE_SLOT, LOCK_FOR_CHANGE};
 pub use input::{NewSlot, NewSlots, SlotChange};
 pub use ledger::{READ_NEW_SLOTS, READ_SLOT};
 
-use crate::booking::DEFAULT_BUDGET;
 use crate::cache::AvailabilityCache;
+use crate::db::Deadline;
 use crate::error::Error;
 use sqlx::MySqlPool;
-use std::time::{Duration, Instant};
-
-/// Kept back from a change's budget for the invalidation that follows it
-/// (the cache's own time-outs bound it well below this).
-const INVALIDATION_RESERVE: Duration = Duration::from_millis(300);
+use std::time::Instant;
 
 /// What an attempt that reached its COMMIT got: the answer, or the
 /// COMMIT's own failure. That one is not retried: the COMMIT may have
@@ -47,9 +43,8 @@ fn committed<T>(outcome: Committed<T>) -> Result<T, Error> {
 pub struct Slots {
     pool: MySqlPool,
     cache: Option<AvailabilityCache>,
-    /// When the caller must have its answer; `None`: [`DEFAULT_BUDGET`]
-    /// from the start of each operation.
-    deadline: Option<Instant>,
+    /// When the caller must have its answer.
+    deadline: Deadline,
 }
 
 impl Slots {
@@ -57,14 +52,14 @@ impl Slots {
         Self {
             pool,
             cache,
-            deadline: None,
+            deadline: Deadline::default(),
         }
     }
 
     /// This service, answering by `deadline`.
     pub fn until(&self, deadline: Instant) -> Self {
         Self {
-            deadline: Some(deadline),
+            deadline: Deadline::at(deadline),
             ..self.clone()
         }
     }
@@ -79,17 +74,12 @@ impl Slots {
 
     /// When an operation starting now must be done.
     fn deadline(&self) -> tokio::time::Instant {
-        let deadline = self
-            .deadline
-            .unwrap_or_else(|| Instant::now() + DEFAULT_BUDGET);
-        tokio::time::Instant::from_std(deadline)
+        self.deadline.due()
     }
 
     /// A change's deadline, with room for its invalidation.
     fn deadline_before_invalidation(&self) -> tokio::time::Instant {
-        self.deadline()
-            .checked_sub(INVALIDATION_RESERVE)
-            .unwrap_or_else(tokio::time::Instant::now)
+        self.deadline.before_invalidation()
     }
 
     /// After a change, never inside its transaction: a reader recomputing
