@@ -26,7 +26,11 @@ fn yaml(file: &str) -> Yaml {
 
 fn hash(node: &Yaml) -> Vec<(&str, &Yaml)> {
     node.as_hash()
-        .map(|h| h.iter().filter_map(|(k, v)| Some((k.as_str()?, v))).collect())
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| Some((k.as_str()?, v)))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -65,7 +69,13 @@ fn template_routes() -> Routes {
 fn router() -> (Routes, BTreeSet<(String, String)>) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = std::process::Command::new(cargo)
-        .args(["metadata", "--no-deps", "--format-version", "1", "--offline"])
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
         .current_dir(workspace_root())
         .output()
         .expect("cargo metadata");

@@ -8,8 +8,8 @@
 //! SOAK_MINUTES (default 30) is the length of the run; SOAK_GAP_SECS
 //! (default 40) the idle gap; SOAK_BURST (default 300) requests per burst.
 
-use slot_booking_tests::traffic::{Tally, Traffic};
 use slot_booking_tests::dev::{dev_key, ready, start_dev, stop};
+use slot_booking_tests::traffic::{Tally, Traffic};
 use slot_booking_tests::watch::workspace_root;
 use slot_booking_tests::{TestDb, scenarios};
 use std::sync::Arc;
