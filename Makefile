@@ -25,7 +25,7 @@ SOAK_MINUTES ?= 30
 # when it is not installed; its directory must stay first on PATH.
 WITH_CARGO_LAMBDA = PATH="$$(scripts/ensure-cargo-lambda.sh):$$PATH"
 
-.PHONY: help dev db soak soak-short test check lint unit validate build sam-build scenarios bench bench-scale deploy clean
+.PHONY: help dev db soak soak-short contract deny test check lint unit validate build sam-build scenarios bench bench-scale deploy clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -62,6 +62,18 @@ soak: ## `make dev` under bursts of mixed traffic and idle gaps for SOAK_MINUTES
 
 soak-short: ## the soak for 2 minutes (part of `make test`)
 	$(MAKE) --no-print-directory soak SOAK_MINUTES=2
+
+contract: ## schemathesis against `make dev` (own database, dev keys): no 5xx, every answer as openapi.yaml says
+	cargo run --quiet -p slot-booking-tests --bin contract
+
+deny: ## cargo deny: bans, licenses and sources of every dependency (deny.toml); installs cargo-deny into .tools/ once
+	@# A project-local install, pinned by --locked, so it needs nothing of
+	@# the machine but cargo; `advisories` is left out (deny.toml says why).
+	@if [ ! -x .tools/bin/cargo-deny ]; then \
+		echo "deny: installing cargo-deny into .tools/ (several minutes, once)"; \
+		cargo install --locked --quiet cargo-deny --version 0.20.2 --root .tools; \
+	fi
+	.tools/bin/cargo-deny check bans licenses sources
 
 validate: ## sam validate --lint, cfn-lint and the dependency-graph check on template.yaml
 	bash scripts/validate-template.sh

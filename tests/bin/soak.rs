@@ -8,19 +8,15 @@
 //! SOAK_MINUTES (default 30) is the length of the run; SOAK_GAP_SECS
 //! (default 40) the idle gap; SOAK_BURST (default 300) requests per burst.
 
+use slot_booking_tests::dev::{dev_key, ready, start_dev, stop};
 use slot_booking_tests::traffic::{Tally, Traffic};
-use slot_booking_tests::watch::{cargo_run_env, workspace_root};
-use slot_booking_tests::{TestDb, redis_url, scenarios};
-use std::path::Path;
-use std::process::Stdio;
+use slot_booking_tests::watch::workspace_root;
+use slot_booking_tests::{TestDb, scenarios};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::process::{Child, Command};
 
 /// Requests in flight at once: the functions run 20 instances each.
 const PARALLEL: usize = 16;
-/// The first `make dev` builds the functions: bounded, but generous.
-const READY_WITHIN: Duration = Duration::from_secs(900);
 
 fn setting(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
@@ -50,7 +46,19 @@ async fn main() {
     let log = workspace_root().join(format!("target/soak-{port}.log"));
     // `make dev`'s keys for this database, apart from the developer's.
     let keys = workspace_root().join(format!("target/soak-{port}.keys.env"));
-    let mut dev = start_dev(port, &db.url, &log, &keys);
+    let mut dev = start_dev(
+        port,
+        &db.url,
+        &log,
+        &keys,
+        &[
+            // Holds expire within a gap, so the sweeper has seats to give back.
+            ("HOLD_TTL_SECONDS", "30"),
+            // Bursts come from one booker, faster than its default 20/s:
+            // the soak is about the server, the limits have their own tests.
+            ("RATE_LIMIT_PER_SECOND", "0"),
+        ],
+    );
     let base = format!("http://127.0.0.1:{port}");
     if let Err(e) = ready(&base, &mut dev).await {
         stop(&mut dev).await;
@@ -104,81 +112,6 @@ async fn main() {
     if !ok {
         eprintln!("soak: FAILED; the server's output is in {}", log.display());
         std::process::exit(1);
-    }
-}
-
-/// `make dev` exactly as a developer runs it, on this port and database,
-/// in its own process group so that stopping it stops every instance.
-/// `--ignore-changes`: editing the tree during a soak must not rebuild.
-fn start_dev(port: u16, database_url: &str, log: &Path, keys: &Path) -> Child {
-    let file = std::fs::File::create(log).expect("soak log");
-    let mut make = Command::new("make");
-    for (name, _) in cargo_run_env() {
-        make.env_remove(name);
-    }
-    make.args(["--no-print-directory", "dev"])
-        .arg(format!("PORT={port}"))
-        .arg(format!("DATABASE_URL={database_url}"))
-        .arg(format!("REDIS_URL={}", redis_url()))
-        .arg("WATCH_FLAGS=--ignore-changes")
-        .current_dir(workspace_root())
-        // Holds expire within a gap, so the sweeper has seats to give back.
-        .env("HOLD_TTL_SECONDS", "30")
-        .env("DEV_KEYS_FILE", keys)
-        // Bursts come from one booker, faster than its default 20/s: the
-        // soak is about the server, the limits have their own tests.
-        .env("RATE_LIMIT_PER_SECOND", "0")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log"))
-        .stderr(file)
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start make dev")
-}
-
-/// A key `make dev` printed and kept in its keys file.
-fn dev_key(file: &Path, variable: &str) -> Option<String> {
-    std::fs::read_to_string(file)
-        .ok()?
-        .lines()
-        .find_map(|line| Some(line.strip_prefix(variable)?.strip_prefix('=')?.to_string()))
-}
-
-/// Ready when an unknown route answers the API's JSON 404: the emulator
-/// listens and the `not-found` function runs.
-async fn ready(base: &str, dev: &mut Child) -> Result<(), String> {
-    let deadline = Instant::now() + READY_WITHIN;
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = dev.try_wait() {
-            return Err(format!("make dev exited ({status}) before it served"));
-        }
-        if let Ok(response) = reqwest::get(format!("{base}/")).await
-            && response.status() == 404
-        {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    Err(format!("make dev did not serve within {READY_WITHIN:?}"))
-}
-
-/// SIGTERM to the group (make, the watcher, its instances, the sweeper
-/// loop), SIGKILL if it has not gone within 20 s.
-async fn stop(dev: &mut Child) {
-    let Some(pid) = dev.id() else { return };
-    let signal = |sig: &str| {
-        let _ = std::process::Command::new("kill")
-            .args([sig, "--", &format!("-{pid}")])
-            .status();
-    };
-    signal("-TERM");
-    if tokio::time::timeout(Duration::from_secs(20), dev.wait())
-        .await
-        .is_err()
-    {
-        signal("-KILL");
-        let _ = dev.wait().await;
     }
 }
 

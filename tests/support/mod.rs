@@ -4,6 +4,7 @@
 
 pub mod answers;
 pub mod counters;
+pub mod dev;
 pub mod history;
 pub mod keys;
 pub mod locks;

@@ -1,0 +1,222 @@
+//! The routes, three times over: `template.yaml` (the HttpApi events of
+//! each function), the `make dev` router (`cargo lambda watch`'s
+//! `[[workspace.metadata.lambda.watch.router]]` in Cargo.toml) and
+//! `openapi.yaml` (each operation's `x-function`). A (method, path) in one
+//! and not the others, or on another function, fails here. No database.
+
+use serde_json::Value;
+use slot_booking_tests::watch::{DEV_FUNCTIONS, workspace_root};
+use std::collections::{BTreeMap, BTreeSet};
+use yaml_rust2::{Yaml, YamlLoader};
+
+/// (METHOD, path) → function (crate/binary name).
+type Routes = BTreeMap<(String, String), String>;
+
+/// API Gateway's `$default` route and the router's catch-all.
+const NOT_FOUND: &str = "not-found";
+const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
+fn yaml(file: &str) -> Yaml {
+    let path = workspace_root().join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let mut docs = YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert_eq!(docs.len(), 1, "{file}: one YAML document");
+    docs.remove(0)
+}
+
+fn hash(node: &Yaml) -> Vec<(&str, &Yaml)> {
+    node.as_hash()
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| Some((k.as_str()?, v)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every HttpApi event of every function, with its `BuildProperties.Binary`.
+fn template_routes() -> Routes {
+    let template = yaml("template.yaml");
+    let mut routes = Routes::new();
+    for (name, resource) in hash(&template["Resources"]) {
+        if resource["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let events = hash(&resource["Properties"]["Events"]);
+        let binary = resource["Metadata"]["BuildProperties"]["Binary"].as_str();
+        for (event, spec) in events {
+            if spec["Type"].as_str() != Some("HttpApi") {
+                continue;
+            }
+            let binary = binary.unwrap_or_else(|| panic!("{name}: no BuildProperties.Binary"));
+            let method = spec["Properties"]["Method"].as_str();
+            let path = spec["Properties"]["Path"].as_str();
+            let (Some(method), Some(path)) = (method, path) else {
+                panic!("{name}.{event}: an HttpApi event without Method and Path");
+            };
+            let key = (method.to_ascii_uppercase(), path.to_string());
+            if let Some(other) = routes.insert(key.clone(), binary.to_string()) {
+                panic!("template.yaml: {key:?} twice, on {other} and {binary}");
+            }
+        }
+    }
+    routes
+}
+
+/// The router `make dev` serves (`cargo metadata` reads it as cargo
+/// lambda does): the routes to API functions, and the (method, path)
+/// pairs sent to `not-found`.
+fn router() -> (Routes, BTreeSet<(String, String)>) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(workspace_root())
+        .output()
+        .expect("cargo metadata");
+    assert!(output.status.success(), "cargo metadata failed");
+    let metadata: Value = serde_json::from_slice(&output.stdout).expect("cargo metadata JSON");
+    let entries = metadata["metadata"]["lambda"]["watch"]["router"]
+        .as_array()
+        .expect("[[workspace.metadata.lambda.watch.router]] in Cargo.toml")
+        .clone();
+    let (mut routes, mut not_found) = (Routes::new(), BTreeSet::new());
+    for entry in entries {
+        let path = entry["path"].as_str().expect("a router path").to_string();
+        let function = entry["function"].as_str().expect("a router function");
+        let methods: Vec<String> = match entry["methods"].as_array() {
+            Some(methods) => methods
+                .iter()
+                .map(|m| m.as_str().expect("a method").to_ascii_uppercase())
+                .collect(),
+            None => vec!["ANY".into()],
+        };
+        for method in methods {
+            let key = (method, path.clone());
+            if function == NOT_FOUND {
+                assert!(
+                    not_found.insert(key.clone()),
+                    "router: {key:?} listed twice"
+                );
+            } else if let Some(other) = routes.insert(key.clone(), function.to_string()) {
+                panic!("router: {key:?} twice, on {other} and {function}");
+            }
+        }
+    }
+    (routes, not_found)
+}
+
+/// Every operation of openapi.yaml and its `x-function`.
+fn openapi_routes() -> Routes {
+    let doc = yaml("openapi.yaml");
+    let mut routes = Routes::new();
+    for (path, item) in hash(&doc["paths"]) {
+        for (method, operation) in hash(item) {
+            let method = method.to_ascii_uppercase();
+            if !METHODS.contains(&method.as_str()) {
+                continue; // `parameters`, `summary`, … of the path item
+            }
+            let function = operation["x-function"]
+                .as_str()
+                .unwrap_or_else(|| panic!("openapi.yaml: {method} {path} has no x-function"));
+            routes.insert((method, path.to_string()), function.to_string());
+        }
+    }
+    routes
+}
+
+/// Where the three disagree, one line each.
+fn differences(template: &Routes, router: &Routes, openapi: &Routes) -> Vec<String> {
+    let every: BTreeSet<&(String, String)> = template
+        .keys()
+        .chain(router.keys())
+        .chain(openapi.keys())
+        .collect();
+    let show = |routes: &Routes, key: &(String, String)| {
+        routes.get(key).map_or("missing".to_string(), String::clone)
+    };
+    every
+        .into_iter()
+        .filter(|key| {
+            let on = [template.get(*key), router.get(*key), openapi.get(*key)];
+            on.iter().any(Option::is_none) || on[0] != on[1] || on[1] != on[2]
+        })
+        .map(|key| {
+            format!(
+                "{} {}: template.yaml {}, make dev router {}, openapi.yaml {}",
+                key.0,
+                key.1,
+                show(template, key),
+                show(router, key),
+                show(openapi, key)
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_route_is_in_the_template_the_dev_router_and_openapi_on_the_same_function() {
+    let mut template = template_routes();
+    let (router, _) = router();
+    let openapi = openapi_routes();
+    assert_eq!(
+        template.remove(&("ANY".into(), "$default".into())),
+        Some(NOT_FOUND.into()),
+        "template.yaml: the $default route goes to the not-found function"
+    );
+    let differences = differences(&template, &router, &openapi);
+    assert!(
+        differences.is_empty(),
+        "the routes disagree:\n  {}",
+        differences.join("\n  ")
+    );
+    assert!(template.len() >= 14, "{} routes", template.len());
+}
+
+#[test]
+fn every_other_method_and_path_goes_to_not_found_in_the_dev_router() {
+    let (routes, not_found) = router();
+    for catch_all in ["/", "/{*path}"] {
+        assert!(
+            not_found.contains(&("ANY".into(), catch_all.into())),
+            "router: {catch_all} goes to not-found"
+        );
+    }
+    // The emulator's router does not fall back from a path that matched to
+    // the catch-all: each path must list its other methods itself.
+    let paths: BTreeSet<&String> = routes.keys().map(|(_, path)| path).collect();
+    for path in paths {
+        for method in METHODS {
+            let key = (method.to_string(), path.clone());
+            assert!(
+                routes.contains_key(&key) ^ not_found.contains(&key),
+                "router: {method} {path} must go to exactly one function"
+            );
+        }
+    }
+}
+
+#[test]
+fn make_dev_serves_every_routed_function() {
+    let (routes, _) = router();
+    let makefile = std::fs::read_to_string(workspace_root().join("Makefile")).expect("Makefile");
+    let api: BTreeSet<&str> = makefile
+        .lines()
+        .find_map(|line| line.strip_prefix("API_FUNCTIONS :="))
+        .expect("API_FUNCTIONS in the Makefile")
+        .split_whitespace()
+        .collect();
+    let routed: BTreeSet<&str> = routes.values().map(String::as_str).collect();
+    assert_eq!(api, routed, "Makefile API_FUNCTIONS against the router");
+    for function in routed.iter().chain([&NOT_FOUND]) {
+        assert!(
+            DEV_FUNCTIONS.contains(function),
+            "tests/support/watch.rs DEV_FUNCTIONS lacks {function}"
+        );
+    }
+}
