@@ -36,7 +36,8 @@ dev: db ## serve the API on http://127.0.0.1:$(PORT) ($(CONCURRENCY) instances p
 	cargo build $(foreach f,$(DEV_FUNCTIONS),--bin $(f))
 	$(WITH_CARGO_LAMBDA) scripts/dev.sh $(PORT) $(CONCURRENCY) $(WATCH_FLAGS)
 
-db: ## create the database if missing, migrate it, seed demo slots when none is still to start
+db: ## start MariaDB and Redis if stopped, create the database if missing, migrate it, seed demo slots when none is still to start
+	bash scripts/services.sh
 	cargo run --quiet -p devdb
 
 test: ## everything CI runs, each stage timed: lint unit soak-short validate sam-build
