@@ -1,9 +1,6 @@
 //! Lambda function: `shared::http::hold`.
 
-use lambda_http::{Error, run, service_fn};
-
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
-    let app = shared::App::from_env_or_exit().await;
-    run(service_fn(|request| shared::http::hold(&app, request))).await
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::http::serve(|app, request| Box::pin(shared::http::hold(app, request))).await
 }

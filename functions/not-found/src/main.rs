@@ -1,10 +1,7 @@
 //! Lambda function: the `$default` route, `shared::http::not_found`. No
 //! database or cache: it only answers.
 
-use lambda_http::{Error, run, service_fn};
-
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Error> {
-    shared::telemetry::init();
-    run(service_fn(shared::http::not_found)).await
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::http::serve_without_app(|request| Box::pin(shared::http::not_found(request))).await
 }

@@ -7,12 +7,14 @@
 mod availability;
 mod clients;
 mod holds;
+mod serve;
 mod slot_admin;
 mod slots;
 
 pub use availability::availability;
 pub use clients::{create_client, list_clients, revoke_client};
 pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold};
+pub use serve::{Handler, serve, serve_without_app};
 pub use slot_admin::{create_slots, delete_slot, get_slot, update_slot};
 pub use slots::hold;
 
