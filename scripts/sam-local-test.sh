@@ -70,7 +70,11 @@ t=$SECONDS
 stop
 trap - EXIT
 stopped=$((SECONDS - t))
-left=$(docker ps -aq --filter label=sam.cli.container.type=lambda 2>/dev/null | wc -l)
+# With dockerd stopped (sam-local started it) nothing can be left.
+left=0
+if docker info >/dev/null 2>&1; then
+    left=$(docker ps -aq --filter label=sam.cli.container.type=lambda | wc -l)
+fi
 say "times: ready ${ready} s, smoke ${smoke} s, scenarios ${scenarios} s, stop ${stopped} s, total $((SECONDS - started)) s; Lambda containers left: $left"
 if ((failed)); then
     say "FAILED (server log: ${LOG#"$ROOT"/})"

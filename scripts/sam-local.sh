@@ -91,7 +91,7 @@ forward "$DATABASE_URL" 3306 database
 forward "$REDIS_URL" 6379 cache
 write_env_file "$ENV_FILE" "$BRIDGE"
 
-log "serving http://127.0.0.1:$PORT (warm containers $WARM); keys: . ./${DEV_KEYS_FILE:-.dev-keys.env}"
+log "serving http://127.0.0.1:$PORT (warm containers $WARM); keys: . ${DEV_KEYS_FILE:-./.dev-keys.env}"
 lambda_containers >"$STATE/containers.before"
 # Its own process group, so that stopping it stops its workers too.
 setsid "$SAM" local start-api --template "$BUILD_DIR/template.yaml" \
