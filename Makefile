@@ -25,7 +25,7 @@ SOAK_MINUTES ?= 30
 # when it is not installed; its directory must stay first on PATH.
 WITH_CARGO_LAMBDA = PATH="$$(scripts/ensure-cargo-lambda.sh):$$PATH"
 
-.PHONY: help dev db soak soak-short contract deny test check lint unit validate build sam-build scenarios bench bench-scale deploy clean
+.PHONY: help dev db soak soak-short contract deny test check lint unit validate build sam-build sam-local sam-local-test smoke scenarios bench bench-scale deploy clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -87,6 +87,17 @@ build: sam-build ## arm64 Lambda bootstraps (sam build → cargo lambda build), 
 
 sam-build: ## sam build: one aarch64 bootstrap per function, each zipped < 5 MB
 	bash scripts/sam-build-check.sh
+
+sam-local: ## the template under `sam local start-api` on http://127.0.0.1:3000: Docker, host-architecture build, the local MariaDB and Redis (docs/DEPLOY.md)
+	bash scripts/sam-local.sh
+
+sam-local-test: ## `make sam-local` in the background, `make smoke` and the seed's scenarios through it, then all stopped
+	bash scripts/sam-local-test.sh
+
+smoke: ## every route once against API_URL with an admin API_KEY (a deployed stack, make dev, make sam-local); removes what it made
+	@if [ -z "$(API_URL)" ] || [ -z "$(API_KEY)" ]; then \
+		echo "usage: make smoke API_URL=https://… API_KEY=sb_… (an admin key)" >&2; exit 2; fi
+	@API_URL="$(API_URL)" API_KEY="$(API_KEY)" cargo run --quiet -p slot-booking-tests --bin smoke
 
 scenarios: ## the seed's three concurrency scenarios over HTTP against a running `make dev`
 	cargo run --quiet -p slot-booking-tests --bin seed-scenarios -- http://127.0.0.1:$(PORT)

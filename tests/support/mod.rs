@@ -17,6 +17,7 @@ pub mod runtime_api;
 pub mod scenarios;
 pub mod seats;
 pub mod slots;
+pub mod smoke;
 pub mod traffic;
 pub mod watch;
 
