@@ -88,17 +88,9 @@ fi
 cargo fetch --locked >&2
 export CARGO_NET_OFFLINE=true
 
-# 6. Every bootstrap in one cargo invocation first. `sam build` runs
-# `cargo lambda build --release --arm64 --bin X` once per function, one
-# after another, and each waits for the one before: 17 serial release
-# links. One invocation with every --bin builds them as cargo schedules
-# any crate graph, all cores busy, and leaves the same artefacts (same
-# command, same flags, same features: every function crate depends on
-# `shared` alike) for `sam build`'s own invocations to find fresh.
+# 6. Every bootstrap in one cargo invocation first (the script says why).
 started=$(now)
-mapfile -t BINS < <(for entry in "${FUNCTIONS[@]}"; do read -r _ b <<<"$entry"; echo "--bin"; echo "$b"; done)
-log "cargo lambda build --release --arm64 (${#FUNCTIONS[@]} binaries at once; cold, several minutes)"
-cargo lambda build --release --arm64 "${BINS[@]}" >&2
+bash scripts/lambda-bootstraps.sh "$TEMPLATE" arm64 >/dev/null
 prebuild_seconds=$(( $(now) - started ))
 log "the bootstraps took ${prebuild_seconds}s"
 

@@ -78,7 +78,10 @@ export PATH
 log "sam build for $ARCH into ${BUILD_DIR#"$ROOT"/} (a cold release build takes several minutes)"
 started=$SECONDS
 cargo fetch --locked >&2
-CARGO_NET_OFFLINE=true "$SAM" build --build-in-source --template template.yaml \
+export CARGO_NET_OFFLINE=true
+# Every bootstrap in one cargo invocation, which sam build then finds fresh.
+bash scripts/lambda-bootstraps.sh template.yaml "$ARCH" >/dev/null
+"$SAM" build --build-in-source --template template.yaml \
     --build-dir "$BUILD_DIR" --parameter-overrides "Architecture=$ARCH" >&2
 log "sam build took $((SECONDS - started)) s"
 
