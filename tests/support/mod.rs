@@ -8,6 +8,7 @@ pub mod dev;
 pub mod history;
 pub mod keys;
 pub mod locks;
+pub mod logs;
 pub mod planted;
 pub mod private_mariadb;
 pub mod private_redis;

@@ -1,9 +1,12 @@
 //! Lambda function: `shared::http::confirm`.
 
-use lambda_http::{Error, run, service_fn};
+use lambda_http::Error;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let app = shared::App::from_env_or_exit().await;
-    run(service_fn(|request| shared::http::confirm(&app, request))).await
+    shared::http::serve("POST /holds/{id}/confirm", |request| {
+        shared::http::confirm(&app, request)
+    })
+    .await
 }

@@ -1,9 +1,12 @@
 //! Lambda function: `shared::http::hold`.
 
-use lambda_http::{Error, run, service_fn};
+use lambda_http::Error;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let app = shared::App::from_env_or_exit().await;
-    run(service_fn(|request| shared::http::hold(&app, request))).await
+    shared::http::serve("POST /slots/{id}/hold", |request| {
+        shared::http::hold(&app, request)
+    })
+    .await
 }

@@ -1,9 +1,12 @@
 //! Lambda function: `shared::http::get_slot`.
 
-use lambda_http::{Error, run, service_fn};
+use lambda_http::Error;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let app = shared::App::from_env_or_exit().await;
-    run(service_fn(|request| shared::http::get_slot(&app, request))).await
+    shared::http::serve("GET /slots/{id}", |request| {
+        shared::http::get_slot(&app, request)
+    })
+    .await
 }
