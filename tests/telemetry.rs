@@ -74,6 +74,36 @@ impl Run {
     }
 }
 
+/// A database user with a password for the functions to connect as: the
+/// password must not appear in any line either. Returns its URL.
+async fn password_user(db: &TestDb, user: &str, password: &str) -> String {
+    for host in ["%", "localhost", "127.0.0.1"] {
+        for statement in [
+            format!("CREATE USER '{user}'@'{host}' IDENTIFIED BY '{password}'"),
+            format!("GRANT ALL ON `{}`.* TO '{user}'@'{host}'", db.name),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(statement))
+                .execute(&db.admin)
+                .await
+                .expect("a database user");
+        }
+    }
+    let url = db
+        .url
+        .replacen("://root@", &format!("://{user}:{password}@"), 1);
+    assert_ne!(url, db.url, "the test server's URL names root: {}", db.url);
+    url
+}
+
+async fn drop_user(db: &TestDb, user: &str) {
+    for host in ["%", "localhost", "127.0.0.1"] {
+        let statement = format!("DROP USER IF EXISTS '{user}'@'{host}'");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&db.admin)
+            .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_the_run() {
     let db = TestDb::new().await;
@@ -94,8 +124,12 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
         .await
         .unwrap();
 
+    let user = format!("sb_ops_{}", &db.name[db.name.len() - 8..]);
+    let password = format!("pw{}", uuid::Uuid::new_v4().simple());
+    let database_url = password_user(&db, &user, &password).await;
+
     let watch = Watch::start(WatchOptions {
-        database_url: &db.url,
+        database_url: &database_url,
         redis_url: &redis_url(),
         concurrency: 2,
         emulator_timeout_secs: None,
@@ -286,7 +320,7 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
     let log = std::fs::read_to_string(&log_path).unwrap();
     let see = format!("see {}", log_path.display());
 
-    // Never a key, nor the hash the database keeps of it.
+    // Never a key, nor the hash the database keeps of it, nor a password.
     for who in [&admin, &booker, &limited, &nobody, &made_client] {
         assert!(!log.contains(&who.key), "a key is in the log: {see}");
         let hash = KeyHash::of(&who.key);
@@ -295,6 +329,26 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
             "a key's hash is in the log: {see}"
         );
     }
+    let stored: Vec<String> =
+        sqlx::query_scalar("SELECT key_hash FROM api_clients WHERE key_hash IS NOT NULL")
+            .fetch_all(&db.admin)
+            .await
+            .unwrap();
+    assert!(stored.len() >= 4, "{stored:?}");
+    for hash in &stored {
+        assert!(
+            !log.contains(hash.as_str()),
+            "a stored hash is in the log: {see}"
+        );
+    }
+    assert!(
+        !log.contains(&password),
+        "the database password is in the log: {see}"
+    );
+    assert!(
+        log.contains(&format!("mysql://{user}:***@")),
+        "the URL, redacted: {see}"
+    );
 
     let lines = function_lines(&log).unwrap_or_else(|e| panic!("{e} ({see})"));
     for line in &lines {
@@ -381,5 +435,6 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
     .collect();
     assert_eq!(emf_sums(docs.iter().copied()), expected, "{see}");
     assert!(cache("hit") >= 1 && cache("miss") >= 1, "{:?}", run.x_cache);
+    drop_user(&db, &user).await;
     db.drop().await;
 }

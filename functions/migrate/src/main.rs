@@ -8,7 +8,7 @@ use shared::migrate;
 async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let http = migrate::http_client();
-    run(service_fn(|event: LambdaEvent<Value>| {
+    let served = run(service_fn(|event: LambdaEvent<Value>| {
         let budget = migrate::retry_budget(event.context.deadline());
         let request_id = event.context.request_id.clone();
         let http = &http;
@@ -19,5 +19,6 @@ async fn main() -> Result<(), Error> {
         // Its lines carry the invocation's id, like every function's.
         shared::telemetry::invoke(request_id, "custom-resource", work, |_| None)
     }))
-    .await
+    .await;
+    shared::telemetry::exit_on_error(served)
 }

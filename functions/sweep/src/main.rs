@@ -22,12 +22,13 @@ const LONGEST_RUN: Duration = Duration::from_secs(45);
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let app = &shared::App::from_env_or_exit().await;
-    run(service_fn(|event: LambdaEvent<Value>| async move {
+    let served = run(service_fn(|event: LambdaEvent<Value>| async move {
         let request_id = event.context.request_id.clone();
         let sweep = sweep(app, event.context.deadline());
         telemetry::invoke(request_id, "schedule", sweep, |_| None).await
     }))
-    .await
+    .await;
+    telemetry::exit_on_error(served)
 }
 
 /// One run, within what is left of the invocation. Its figures become

@@ -15,14 +15,15 @@ where
     F: Fn(Request) -> Fut,
     Fut: Future<Output = HandlerResult> + Send,
 {
-    lambda_http::run(service_fn(|request: Request| {
+    let served = lambda_http::run(service_fn(|request: Request| {
         let request_id = request
             .lambda_context_ref()
             .map(|context| context.request_id.clone())
             .unwrap_or_default();
         telemetry::invoke(request_id, route, handler(request), status_of)
     }))
-    .await
+    .await;
+    telemetry::exit_on_error(served)
 }
 
 fn status_of(result: &HandlerResult) -> Option<u16> {

@@ -33,6 +33,18 @@ pub fn init() {
         .try_init();
 }
 
+/// The runtime's loop ends only on an error: its API gone (never on
+/// Lambda while the process lives; the emulator stopping under `make
+/// dev`). Logged as a JSON line like every other, then the process exits
+/// with 1, rather than `main` printing `Error: …` as text.
+pub fn exit_on_error<E: std::fmt::Display>(result: Result<(), E>) -> Result<(), E> {
+    if let Err(err) = &result {
+        tracing::error!(error = %err, "the Lambda runtime stopped");
+        std::process::exit(1);
+    }
+    result
+}
+
 /// `AWS_LAMBDA_FUNCTION_NAME` (Lambda and `cargo lambda watch` set it),
 /// else the binary's name.
 pub fn function_name() -> &'static str {
