@@ -127,7 +127,9 @@ pub fn json(status: StatusCode, value: &impl Serialize) -> Response<Body> {
     match serde_json::to_vec(value) {
         Ok(bytes) => json_bytes(status, bytes),
         Err(err) => {
-            tracing::error!(error = %err, "response failed to serialise");
+            if !telemetry::refused("internal_error", &err, true) {
+                tracing::error!(error = %err, "response failed to serialise");
+            }
             json_bytes(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 br#"{"message":"An unexpected error occurred.","reason":"internal_error"}"#
