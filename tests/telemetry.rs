@@ -11,68 +11,10 @@ use serde_json::{Value, json};
 use shared::clients::{KeyHash, Role};
 use slot_booking_tests::keys::TestClient;
 use slot_booking_tests::logs::{check_emf, emf_sums, function_lines, is_emf};
+use slot_booking_tests::told::{Run, Told};
 use slot_booking_tests::watch::{DEV_FUNCTIONS, Watch, WatchOptions, workspace_root};
 use slot_booking_tests::*;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// One answer, as its summary line must tell it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Told {
-    route: String,
-    status: u16,
-    reason: Option<String>,
-    client_id: Option<u64>,
-}
-
-/// The run so far: what each request was answered, and the `X-Cache` of
-/// each availability answer.
-struct Run {
-    http: reqwest::Client,
-    base: String,
-    told: Vec<Told>,
-    x_cache: BTreeMap<String, u64>,
-}
-
-impl Run {
-    async fn send(
-        &mut self,
-        route: &str,
-        method: Method,
-        path: &str,
-        who: Option<&TestClient>,
-        headers: &[(&str, &str)],
-        body: Option<Value>,
-    ) -> (u16, Value) {
-        let mut request = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(who) = who {
-            request = request.header("authorization", who.bearer());
-        }
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        if let Some(body) = body {
-            request = request.body(body.to_string());
-        }
-        let response = request.send().await.expect("an answer");
-        let status = response.status().as_u16();
-        if let Some(cache) = response.headers().get("x-cache") {
-            let cache = cache.to_str().unwrap().to_string();
-            *self.x_cache.entry(cache).or_default() += 1;
-        }
-        let text = response.text().await.expect("a body");
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        let reason = body["reason"].as_str().map(str::to_string);
-        // Who the server could know: nobody before authentication.
-        let known = status != 401 && route != "$default";
-        self.told.push(Told {
-            route: route.to_string(),
-            status,
-            reason,
-            client_id: who.filter(|_| known).map(|who| who.id.0),
-        });
-        (status, body)
-    }
-}
 
 /// A database user with a password for the functions to connect as: the
 /// password must not appear in any line either. Returns its URL.
@@ -142,12 +84,7 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
     .expect("cargo lambda watch");
     // The readiness probe's own request is not part of the run.
     let probed = std::fs::metadata(&watch.log).unwrap().len() as usize;
-    let mut run = Run {
-        http: reqwest::Client::new(),
-        base: watch.base.clone(),
-        told: Vec::new(),
-        x_cache: BTreeMap::new(),
-    };
+    let mut run = Run::new(&watch.base);
     let (b, a) = (Some(&booker), Some(&admin));
     let (get, post, patch, delete) = (Method::GET, Method::POST, Method::PATCH, Method::DELETE);
     let key = |k: &'static str| [("idempotency-key", k)];

@@ -18,6 +18,7 @@ pub mod runtime_api;
 pub mod scenarios;
 pub mod seats;
 pub mod slots;
+pub mod told;
 pub mod traffic;
 pub mod watch;
 
