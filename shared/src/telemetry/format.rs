@@ -129,3 +129,76 @@ where
         line.write(&mut writer)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// Everything the subscriber writes, kept.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn lines(emit: impl FnOnce()) -> Vec<Value> {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .fmt_fields(JsonFields::new())
+            .event_format(Lines { function: "hold" })
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, emit);
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|line| serde_json::from_str(line).expect("one JSON object a line"))
+            .collect()
+    }
+
+    #[test]
+    fn span_fields_are_at_the_top_level_and_the_runtimes_span_is_left_out() {
+        let lines = lines(|| {
+            let runtime = tracing::info_span!(RUNTIME_SPAN, requestId = "r-1");
+            let _runtime = runtime.enter();
+            let span = tracing::info_span!(
+                invocation::SPAN,
+                request_id = "r-1",
+                cold_start = true,
+                client_id = tracing::field::Empty
+            );
+            let _span = span.enter();
+            span.record("client_id", 7u64);
+            tracing::info!(status = 201u64, "request");
+        });
+        let line = &lines[0];
+        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["function"], "hold");
+        assert_eq!(line["request_id"], "r-1");
+        assert_eq!(line["cold_start"], true);
+        assert_eq!(line["client_id"], 7);
+        assert_eq!(line["status"], 201);
+        assert_eq!(line["message"], "request");
+        assert!(line.get("requestId").is_none(), "{line}");
+        assert!(
+            line.get("span").is_none() && line.get("fields").is_none(),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_line_outside_an_invocation_has_a_null_request_id() {
+        let lines = lines(|| tracing::warn!(attempt = 2u64, "retrying"));
+        assert_eq!(lines[0]["request_id"], Value::Null);
+        assert!(lines[0]["cold_start"].is_boolean());
+        assert_eq!(lines[0]["attempt"], 2);
+    }
+}
