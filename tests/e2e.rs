@@ -17,6 +17,7 @@ async fn serve(db: &TestDb) -> Watch {
         release: false,
         log_prefix: "e2e-watch",
         auth_mode: "open",
+        application_log_level: None,
     })
     .await
     .expect("cargo lambda watch")

@@ -19,6 +19,7 @@ async fn serve(db: &TestDb, concurrency: u32, emulator_timeout_secs: Option<u32>
         release: false,
         log_prefix: "local-watch",
         auth_mode: "open",
+        application_log_level: None,
     })
     .await
     .expect("cargo lambda watch")

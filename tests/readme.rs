@@ -112,6 +112,7 @@ async fn every_readme_example_answers_as_shown_on_a_fresh_make_dev_database() {
         release: false,
         log_prefix: "readme-watch",
         auth_mode: "api-key",
+        application_log_level: None,
     })
     .await
     .expect("cargo lambda watch");

@@ -220,3 +220,23 @@ fn make_dev_serves_every_routed_function() {
         );
     }
 }
+
+/// The route each function names on its summary log line
+/// (`shared::http::serve("POST /slots/{id}/hold", …)` in its `main.rs`)
+/// is its route in the template: a renamed path cannot leave the logs
+/// (and the operators' queries) on the old one.
+#[test]
+fn every_function_logs_its_template_route() {
+    let mut template = template_routes();
+    template.remove(&("ANY".into(), "$default".into()));
+    for ((method, path), function) in &template {
+        let main = workspace_root().join(format!("functions/{function}/src/main.rs"));
+        let source = std::fs::read_to_string(&main).expect("main.rs");
+        let named = format!("shared::http::serve(\"{method} {path}\"");
+        assert!(source.contains(&named), "{}: {named}", main.display());
+    }
+    let not_found =
+        std::fs::read_to_string(workspace_root().join("functions/not-found/src/main.rs"))
+            .expect("not-found's main.rs");
+    assert!(not_found.contains("shared::http::serve(\"$default\""));
+}

@@ -31,6 +31,7 @@ async fn serve(bench: &Bench, release: bool) -> Result<Watch, String> {
         release,
         log_prefix: "bench-watch",
         auth_mode: "api-key",
+        application_log_level: None,
     })
     .await
 }

@@ -149,7 +149,18 @@ impl App {
             Ok(app) => app,
             Err(err) => {
                 tracing::error!("refusing to start: {err}");
-                eprintln!("refusing to start: {err}");
+                // Also on stderr (where a launcher looks first), as the
+                // same JSON line: never a line of plain text.
+                eprintln!(
+                    "{}",
+                    serde_json::json!({
+                        "level": "ERROR",
+                        "function": telemetry::function_name(),
+                        "request_id": null,
+                        "cold_start": true,
+                        "message": format!("refusing to start: {err}"),
+                    })
+                );
                 std::process::exit(1);
             }
         }

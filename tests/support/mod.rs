@@ -8,6 +8,7 @@ pub mod dev;
 pub mod history;
 pub mod keys;
 pub mod locks;
+pub mod logs;
 pub mod planted;
 pub mod private_mariadb;
 pub mod private_redis;
@@ -18,6 +19,7 @@ pub mod scenarios;
 pub mod seats;
 pub mod slots;
 pub mod smoke;
+pub mod told;
 pub mod traffic;
 pub mod watch;
 

@@ -97,6 +97,10 @@ pub struct WatchOptions<'a> {
     /// `AUTH_MODE`: `open` serves Part I's anonymous API, `api-key` (as
     /// `make dev`) needs a key on every route.
     pub auth_mode: &'a str,
+    /// `AWS_LAMBDA_LOG_LEVEL`, as the template's `LoggingConfig` sets it:
+    /// `None` leaves the functions at `RUST_LOG=warn` (a short log),
+    /// `INFO` has every request's summary line.
+    pub application_log_level: Option<&'a str>,
 }
 
 /// The running emulator, in its own process group so that stopping it also
@@ -149,6 +153,9 @@ impl Watch {
         for (name, _) in cargo_run_env() {
             command.env_remove(name);
         }
+        if let Some(level) = options.application_log_level {
+            command.env("AWS_LAMBDA_LOG_LEVEL", level);
+        }
         let child = command
             .current_dir(&root)
             .env("PATH", &path)
@@ -156,6 +163,10 @@ impl Watch {
             .env("REDIS_URL", options.redis_url)
             .env("AUTH_MODE", options.auth_mode)
             .env("RUST_LOG", "warn")
+            // No `Finished`/`Running`/`Blocking` from each instance's
+            // `cargo run`: cargo writes them in pieces, which the other
+            // processes' lines split, and the log is for the functions.
+            .env("CARGO_TERM_QUIET", "true")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().map_err(|e| e.to_string())?)
             .stderr(log_file)

@@ -2,5 +2,8 @@
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::http::serve(|app, request| Box::pin(shared::http::find_hold(app, request))).await
+    shared::http::serve("GET /holds", |app, request| {
+        Box::pin(shared::http::find_hold(app, request))
+    })
+    .await
 }

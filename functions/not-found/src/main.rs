@@ -3,5 +3,8 @@
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::http::serve_without_app(|request| Box::pin(shared::http::not_found(request))).await
+    shared::http::serve_without_app("$default", |request| {
+        Box::pin(shared::http::not_found(request))
+    })
+    .await
 }

@@ -7,7 +7,8 @@
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::{Value, json};
 use shared::booking::SweepLimits;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use shared::telemetry::{self, Metric};
+use std::time::{Duration, SystemTime};
 
 /// Slots per run, each in one short transaction: the due ones, and as many
 /// of the least recently checked others.
@@ -21,48 +22,40 @@ const LONGEST_RUN: Duration = Duration::from_secs(45);
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let app = &shared::App::from_env_or_exit().await;
-    run(service_fn(|event: LambdaEvent<Value>| async move {
-        // A deadline that cannot be one (`cargo lambda watch` sends 600 s
-        // after the epoch) leaves the longest run.
-        let left = event
-            .context
-            .deadline()
-            .duration_since(SystemTime::now())
-            .map_or(LONGEST_RUN, |left| left.saturating_sub(MARGIN));
-        let limits = SweepLimits {
-            max_due: DUE_PER_RUN,
-            sample: SAMPLE_PER_RUN,
-            budget: left.min(LONGEST_RUN),
-        };
-        // Boxed: the sweep's future is deep enough to overflow the
-        // compiler's layout depth limit when inlined into the runtime's.
-        let report = Box::pin(app.booking.sweep(limits)).await?;
-        tracing::info!(?report, "sweep done");
-        // CloudWatch embedded metric format: the repairs become a metric
-        // an alarm can watch, without an API call.
-        println!(
-            "{}",
-            json!({
-                "_aws": {
-                    "Timestamp": SystemTime::now()
-                        .duration_since(UNIX_EPOCH)
-                        .map_or(0, |since| since.as_millis()),
-                    "CloudWatchMetrics": [{
-                        "Namespace": "SlotBooking",
-                        "Dimensions": [[]],
-                        "Metrics": [
-                            {"Name": "CounterRepairs", "Unit": "Count"},
-                            {"Name": "SweepSlotsFailed", "Unit": "Count"},
-                            {"Name": "HoldsDeleted", "Unit": "Count"},
-                        ],
-                    }],
-                },
-                "CounterRepairs": report.repaired,
-                "SweepSlotsFailed": report.failed,
-                "HoldsDeleted": report.deleted,
-            })
-        );
-        Ok::<_, Error>(json!(report))
+    let served = run(service_fn(|event: LambdaEvent<Value>| async move {
+        let request_id = event.context.request_id.clone();
+        let sweep = sweep(app, event.context.deadline());
+        telemetry::invoke(request_id, "schedule", sweep, |_| None).await
     }))
-    .await
+    .await;
+    telemetry::exit_on_error(served)
+}
+
+/// One run, within what is left of the invocation. Its figures become
+/// metrics (zeros included: a heartbeat); the repairs have an alarm.
+async fn sweep(app: &shared::App, deadline: SystemTime) -> Result<Value, Error> {
+    // A deadline that cannot be one (`cargo lambda watch` sends 600 s
+    // after the epoch) leaves the longest run.
+    let left = deadline
+        .duration_since(SystemTime::now())
+        .map_or(LONGEST_RUN, |left| left.saturating_sub(MARGIN));
+    let limits = SweepLimits {
+        max_due: DUE_PER_RUN,
+        sample: SAMPLE_PER_RUN,
+        budget: left.min(LONGEST_RUN),
+    };
+    // Boxed: the sweep's future is deep enough to overflow the compiler's
+    // layout depth limit when inlined into the runtime's.
+    let report = match Box::pin(app.booking.sweep(limits)).await {
+        Ok(report) => report,
+        Err(err) => {
+            telemetry::refused(err.reason(), &err, true);
+            return Err(err.into());
+        }
+    };
+    tracing::info!(?report, "sweep done");
+    telemetry::count(Metric::CounterRepairs, report.repaired);
+    telemetry::count(Metric::SweepSlotsFailed, report.failed);
+    telemetry::count(Metric::HoldsDeleted, report.deleted);
+    Ok(json!(report))
 }

@@ -6,6 +6,7 @@ use crate::clients::Caller;
 use crate::db;
 use crate::domain::{HoldId, HoldStatus};
 use crate::error::Error;
+use crate::telemetry::{self, Metric};
 use sqlx::{Connection, MySqlConnection};
 
 impl Booking {
@@ -22,6 +23,11 @@ impl Booking {
             self.cancel_once(&mut conn, caller, hold_id).await
         });
         self.invalidate_unless_unchanged(&outcome).await;
+        if let Ok(done) = &outcome
+            && done.changed
+        {
+            telemetry::count(Metric::SeatsCancelled, done.hold.quantity.into());
+        }
         outcome
     }
 

@@ -6,6 +6,7 @@ use crate::clients::Caller;
 use crate::db;
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
+use crate::telemetry::{self, Metric};
 use sqlx::{Connection, MySqlConnection};
 
 impl Booking {
@@ -26,6 +27,11 @@ impl Booking {
             self.confirm_once(&mut conn, caller, hold_id).await
         });
         self.invalidate_unless_unchanged(&outcome).await;
+        if let Ok(done) = &outcome
+            && done.changed
+        {
+            telemetry::count(Metric::SeatsConfirmed, done.hold.quantity.into());
+        }
         outcome
     }
 

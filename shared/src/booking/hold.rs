@@ -7,6 +7,7 @@ use crate::clients::{Caller, ClientId};
 use crate::db;
 use crate::domain::{Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::{Error, KeyReuse};
+use crate::telemetry::{self, Metric};
 use sqlx::{Connection, MySqlConnection};
 
 impl Booking {
@@ -33,9 +34,16 @@ impl Booking {
     ) -> Result<HoldOutcome, Error> {
         let client = caller.id;
         let wanted = Wanted { slot_id, quantity };
-        db::transact!(&self.pool, "hold", self.deadline(), |conn| {
+        let outcome = db::transact!(&self.pool, "hold", self.deadline(), |conn| {
             self.hold_once(&mut conn, client, wanted, key).await
-        })
+        });
+        if let Ok(done) = &outcome
+            && done.created
+        {
+            telemetry::count(Metric::HoldsCreated, 1);
+            telemetry::count(Metric::SeatsHeld, done.hold.quantity.into());
+        }
+        outcome
     }
 
     /// The hold's statements, in the order [`Booking::hold`] sends them

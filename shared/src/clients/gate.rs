@@ -13,6 +13,7 @@ use crate::cache::{Admission, AvailabilityCache};
 use crate::config::{Access, AuthMode};
 use crate::db;
 use crate::error::{Error, Unauthenticated};
+use crate::telemetry;
 use sqlx::MySqlPool;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -104,6 +105,7 @@ impl Gate {
             // without a key costs no round trip, as before clients), and
             // not limited.
             None if needs == Needs::Booker && self.access.mode == AuthMode::Open => {
+                telemetry::client(Caller::anonymous().id.0);
                 return Ok(Caller::anonymous());
             }
             None => return Err(Error::Unauthenticated(Unauthenticated::Missing)),
@@ -112,6 +114,9 @@ impl Gate {
             Some(caller) => caller,
             None => self.look_up(hash, deadline).await?,
         };
+        // Known from here on, also when refused (403, 429): the summary
+        // line says who.
+        telemetry::client(caller.id.0);
         if needs == Needs::Admin && caller.role != Role::Admin {
             return Err(Error::Forbidden);
         }

@@ -45,8 +45,15 @@ impl ApiKey {
 }
 
 /// `key_hash`: what the database stores and the look-up cache is keyed by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Its `Debug` redacts it: a hash names its key as well as the key does.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct KeyHash(String);
+
+impl std::fmt::Debug for KeyHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyHash(***)")
+    }
+}
 
 impl KeyHash {
     pub fn of(key: &str) -> Self {

@@ -104,8 +104,9 @@ impl Caller {
 }
 
 /// The client resource. `key` is only ever set in the answer that
-/// created the client; no answer ever carries the hash.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// created the client; no answer ever carries the hash. Its `Debug`
+/// leaves the key out.
+#[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct Client {
     pub id: ClientId,
     pub name: String,
@@ -117,4 +118,18 @@ pub struct Client {
     pub revoked_at: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .field("rate_limit_per_second", &self.rate_limit_per_second)
+            .field("created_at", &self.created_at)
+            .field("revoked_at", &self.revoked_at)
+            .field("key", &self.key.as_ref().map(|_| "***"))
+            .finish()
+    }
 }

@@ -128,6 +128,7 @@ impl Run {
             return Err(Error::from(err));
         }
         tracing::warn!(operation = self.operation, attempt = self.tries, ?failure, error = %err, "retrying transaction");
+        crate::telemetry::count(crate::telemetry::Metric::Retries, 1);
         // Spread competitors apart so they do not collide again in step.
         let jitter = rand::random_range(0..10u64);
         let pause = Duration::from_millis(5 * u64::from(self.tries) + jitter);

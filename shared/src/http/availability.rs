@@ -9,6 +9,7 @@ use crate::domain::parse_instant;
 use crate::error::{Error, FieldErrors};
 use crate::slots::availability::{MAX_LIMIT, Query};
 use crate::slots::cursor::{Cursor, CursorError, Filters};
+use crate::telemetry::{self, Metric};
 use chrono::SecondsFormat;
 use lambda_http::http::{HeaderMap, HeaderValue, StatusCode, header};
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -60,6 +61,15 @@ pub async fn availability(app: &App, request: Request) -> HandlerResult {
 
 fn respond(request: &Request, served: Served, query: &Query) -> Response<Body> {
     let Served { page, status, age } = served;
+    telemetry::count(
+        match status {
+            CacheStatus::Hit => Metric::CacheHit,
+            CacheStatus::Stale => Metric::CacheStale,
+            CacheStatus::Miss => Metric::CacheMiss,
+            CacheStatus::Bypass => Metric::CacheBypass,
+        },
+        1,
+    );
     let fresh = none_match(request.headers(), &page.etag);
     let mut response = if fresh {
         let mut response = Response::new(Body::Empty);

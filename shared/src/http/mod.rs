@@ -14,7 +14,7 @@ mod slots;
 pub use availability::availability;
 pub use clients::{create_client, list_clients, revoke_client};
 pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold};
-pub use serve::{Handler, serve, serve_without_app};
+pub use serve::{Handler, PlainHandler, serve, serve_without_app};
 pub use slot_admin::{create_slots, delete_slot, get_slot, update_slot};
 pub use slots::hold;
 
@@ -22,6 +22,7 @@ use crate::App;
 use crate::booking::Booking;
 use crate::clients::{Caller, Needs};
 use crate::error::Error;
+use crate::telemetry::{self, Metric};
 use lambda_http::http::{HeaderValue, StatusCode, header};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
@@ -126,7 +127,9 @@ pub fn json(status: StatusCode, value: &impl Serialize) -> Response<Body> {
     match serde_json::to_vec(value) {
         Ok(bytes) => json_bytes(status, bytes),
         Err(err) => {
-            tracing::error!(error = %err, "response failed to serialise");
+            if !telemetry::refused("internal_error", &err, true) {
+                tracing::error!(error = %err, "response failed to serialise");
+            }
             json_bytes(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 br#"{"message":"An unexpected error occurred.","reason":"internal_error"}"#
@@ -163,13 +166,25 @@ fn json_body(request: &Request) -> Result<Value, Error> {
         .map_err(|_| Error::invalid("body", "The body must be valid JSON."))
 }
 
-/// The error as JSON. Server-side causes are logged here, never sent.
+/// The error as JSON. Server-side causes are logged (on the request's
+/// summary line), never sent.
 pub fn error_response(err: &Error) -> Response<Body> {
     let status = StatusCode::from_u16(err.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if err.is_server_side() {
-        tracing::error!(reason = err.reason(), error = %err, "request failed");
-    } else {
-        tracing::info!(reason = err.reason(), error = %err, "request refused");
+    let server_side = err.is_server_side();
+    if !telemetry::refused(err.reason(), err, server_side) {
+        // Not inside an invocation (a test calling a handler): no summary
+        // line will say it.
+        if server_side {
+            tracing::error!(reason = err.reason(), error = %err, "request failed");
+        } else {
+            tracing::info!(reason = err.reason(), error = %err, "request refused");
+        }
+    }
+    if matches!(err, Error::RateLimited { .. }) {
+        telemetry::count(Metric::RateLimited, 1);
+    }
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        telemetry::count(Metric::ServiceUnavailable, 1);
     }
     let mut response = json(status, &err.to_body());
     let headers = response.headers_mut();

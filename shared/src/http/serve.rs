@@ -1,32 +1,65 @@
-//! The Lambda runtime loop every HTTP function runs, compiled once here.
+//! The Lambda loop of an API function: every request one observed
+//! invocation (its log lines, its summary, its metrics: `telemetry`).
 //!
-//! `lambda_http::run` is generic over the handler: called from each
-//! `functions/*` binary with its own closure, it made every binary an
-//! optimised build of the runtime, hyper and tower of its own (about 30 s
-//! each in release, one after another under `sam build`). Behind a boxed
-//! handler it is one instantiation, in this crate, and a binary is a link.
+//! The handler is a plain `fn` whose future is boxed, so that this loop —
+//! `lambda_http::run`, generic over its service, and with it the runtime,
+//! hyper and tower — is compiled once, in this crate. Called generically
+//! from each `functions/*` binary it made every binary an optimised build of
+//! all of them of its own (about 30 s each in release, one after another
+//! under `sam build`); now a binary is little more than a link. The cost is
+//! one allocation per request.
 
 use super::HandlerResult;
-use crate::App;
-use lambda_http::{Request, service_fn};
+use crate::{App, telemetry};
+use lambda_http::{Request, RequestExt, service_fn};
 use std::future::Future;
 use std::pin::Pin;
 
-/// A route's handler, its future boxed (one allocation per request).
+/// A route's handler.
 pub type Handler =
     for<'a> fn(&'a App, Request) -> Pin<Box<dyn Future<Output = HandlerResult> + Send + 'a>>;
 
-/// Builds the [`App`] (or exits: a function that cannot start must not take
-/// requests), then answers every invocation with `handler`.
-pub async fn serve(handler: Handler) -> Result<(), lambda_http::Error> {
+/// A handler that needs no [`App`] (the `$default` route).
+pub type PlainHandler = fn(Request) -> Pin<Box<dyn Future<Output = HandlerResult> + Send>>;
+
+/// Builds the [`App`] (or exits: a function that cannot start must take no
+/// request), then serves `handler` for `route` (its template as API
+/// Gateway names it, `POST /slots/{id}/hold`) until the runtime stops. Each
+/// function serves one route and names it, so its lines read the same
+/// under `make dev`'s emulator and API Gateway.
+pub async fn serve(route: &'static str, handler: Handler) -> Result<(), lambda_http::Error> {
     let app = App::from_env_or_exit().await;
-    lambda_http::run(service_fn(|request| handler(&app, request))).await
+    run(route, |request| handler(&app, request)).await
 }
 
-/// [`serve`] for a handler that needs no [`App`] (the `$default` route).
+/// [`serve`] without an [`App`]: no database or cache.
 pub async fn serve_without_app(
-    handler: fn(Request) -> Pin<Box<dyn Future<Output = HandlerResult> + Send>>,
+    route: &'static str,
+    handler: PlainHandler,
 ) -> Result<(), lambda_http::Error> {
-    crate::telemetry::init();
-    lambda_http::run(service_fn(handler)).await
+    telemetry::init();
+    run(route, handler).await
+}
+
+async fn run<'a, F>(route: &'static str, handler: F) -> Result<(), lambda_http::Error>
+where
+    F: Fn(Request) -> Pin<Box<dyn Future<Output = HandlerResult> + Send + 'a>>,
+{
+    let served = lambda_http::run(service_fn(|request: Request| {
+        let request_id = request
+            .lambda_context_ref()
+            .map(|context| context.request_id.clone())
+            .unwrap_or_default();
+        telemetry::invoke(request_id, route, handler(request), status_of)
+    }))
+    .await;
+    telemetry::exit_on_error(served)
+}
+
+fn status_of(result: &HandlerResult) -> Option<u16> {
+    Some(match result {
+        Ok(response) => response.status().as_u16(),
+        // A failed invocation: API Gateway answers a bare 500.
+        Err(_) => 500,
+    })
 }

@@ -37,7 +37,10 @@ pub async fn hold(app: &App, request: Request) -> HandlerResult {
                 .insert("idempotent-replayed", HeaderValue::from_static("true"));
             response
         }
-        Err(err) => error_response(&err),
+        Err(err) => {
+            crate::telemetry::hold_refused(err.reason());
+            error_response(&err)
+        }
     })
 }
 

@@ -1,0 +1,96 @@
+//! Logs and metrics (SPEC §13): one JSON object per line on stdout, every
+//! line of an invocation with its `request_id`, `function`, `cold_start`
+//! and `client_id` at the top level, one summary line per request, and at
+//! most one CloudWatch EMF document per invocation.
+//!
+//! The level is Lambda's (`AWS_LAMBDA_LOG_LEVEL`, which the template's
+//! `LoggingConfig.ApplicationLogLevel` sets), else `RUST_LOG` (an
+//! `EnvFilter`, default `info`). Lines are JSON whatever
+//! `AWS_LAMBDA_LOG_FORMAT` says: the SPEC wants JSON, also under `make dev`.
+
+mod format;
+mod invocation;
+pub mod metrics;
+
+pub use invocation::{client, count, hold_refused, invoke, refused};
+pub use metrics::Metric;
+
+use std::sync::OnceLock;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::JsonFields;
+
+/// Installs the global subscriber once; later calls do nothing.
+pub fn init() {
+    let _ = tracing_subscriber::fmt()
+        .fmt_fields(JsonFields::new())
+        .event_format(format::Lines {
+            function: function_name(),
+        })
+        .with_env_filter(filter(
+            std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().as_deref(),
+            std::env::var("RUST_LOG").ok().as_deref(),
+        ))
+        .try_init();
+}
+
+/// The runtime's loop ends only on an error: its API gone (never on
+/// Lambda while the process lives; the emulator stopping under `make
+/// dev`). Logged as a JSON line like every other, then the process exits
+/// with 1, rather than `main` printing `Error: …` as text.
+pub fn exit_on_error<E: std::fmt::Display>(result: Result<(), E>) -> Result<(), E> {
+    if let Err(err) = &result {
+        tracing::error!(error = %err, "the Lambda runtime stopped");
+        std::process::exit(1);
+    }
+    result
+}
+
+/// `AWS_LAMBDA_FUNCTION_NAME` (Lambda and `cargo lambda watch` set it),
+/// else the binary's name.
+pub fn function_name() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| {
+        std::env::var("AWS_LAMBDA_FUNCTION_NAME")
+            .ok()
+            .filter(|name| !name.is_empty())
+            .or_else(|| {
+                let exe = std::env::args().next()?;
+                let name = std::path::Path::new(&exe).file_name()?;
+                Some(name.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "unknown".into())
+    })
+}
+
+/// Lambda's application log level (TRACE … FATAL) wins; then `RUST_LOG`;
+/// then `info`. A value that cannot be read falls back to `info`.
+fn filter(lambda_level: Option<&str>, rust_log: Option<&str>) -> EnvFilter {
+    let lambda = lambda_level.filter(|level| !level.is_empty()).map(|level| {
+        match level.to_ascii_uppercase().as_str() {
+            "TRACE" => "trace",
+            "DEBUG" => "debug",
+            "WARN" => "warn",
+            "ERROR" | "FATAL" => "error",
+            _ => "info",
+        }
+    });
+    let directives = lambda
+        .or(rust_log.filter(|directives| !directives.is_empty()))
+        .unwrap_or("info");
+    EnvFilter::try_new(directives).unwrap_or_else(|_| EnvFilter::new("info"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lambdas_level_wins_over_rust_log_and_fatal_is_error() {
+        let shown = |lambda, rust| filter(lambda, rust).to_string();
+        assert_eq!(shown(Some("WARN"), Some("debug")), "warn");
+        assert_eq!(shown(Some("FATAL"), None), "error");
+        assert_eq!(shown(None, Some("shared=debug")), "shared=debug");
+        assert_eq!(shown(Some(""), None), "info");
+        assert_eq!(shown(None, Some("=not a filter=")), "info");
+    }
+}
