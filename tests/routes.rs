@@ -238,5 +238,5 @@ fn every_function_logs_its_template_route() {
     let not_found =
         std::fs::read_to_string(workspace_root().join("functions/not-found/src/main.rs"))
             .expect("not-found's main.rs");
-    assert!(not_found.contains("shared::http::serve(\"$default\""));
+    assert!(not_found.contains("shared::http::serve_without_app(\"$default\""));
 }
