@@ -349,33 +349,22 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
 /// Undoes what a failed run left: its holds cancelled, its slot deleted,
 /// its client revoked. Returns what could not be undone.
 async fn clean_up(api: &Api, made: &Made) -> Vec<String> {
+    // Holds first: a slot with a live hold cannot be deleted.
+    let undo = made
+        .holds
+        .iter()
+        .map(|hold| ("/holds/{id} (clean-up)", format!("/holds/{hold}")))
+        .chain(
+            made.slot
+                .map(|slot| ("/slots/{id} (clean-up)", format!("/slots/{slot}"))),
+        )
+        .chain(
+            made.client
+                .map(|client| ("/clients/{id} (clean-up)", format!("/clients/{client}"))),
+        );
     let mut left = Vec::new();
-    for hold in &made.holds {
-        let call = Call::new(
-            Method::DELETE,
-            "/holds/{id} (clean-up)",
-            format!("/holds/{hold}"),
-        );
-        if let Err(Failure(why)) = api.send(call, 200, none()).await {
-            left.push(why);
-        }
-    }
-    if let Some(slot) = made.slot {
-        let call = Call::new(
-            Method::DELETE,
-            "/slots/{id} (clean-up)",
-            format!("/slots/{slot}"),
-        );
-        if let Err(Failure(why)) = api.send(call, 200, none()).await {
-            left.push(why);
-        }
-    }
-    if let Some(client) = made.client {
-        let call = Call::new(
-            Method::DELETE,
-            "/clients/{id} (clean-up)",
-            format!("/clients/{client}"),
-        );
+    for (route, path) in undo {
+        let call = Call::new(Method::DELETE, route, path);
         if let Err(Failure(why)) = api.send(call, 200, none()).await {
             left.push(why);
         }

@@ -24,7 +24,7 @@ use std::time::Duration;
 pub async fn availability(app: &App, request: Request) -> HandlerResult {
     let outcome = async {
         let deadline = super::deadline(&request);
-        let parameters = parameters(&request);
+        let parameters = super::query_pairs(&request);
         if parameters.is_empty() {
             let caller = app
                 .gate
@@ -116,40 +116,6 @@ fn next_link(request: &Request, query: &Query, cursor: &str) -> String {
     }
     link.push_str(&format!("limit={}&cursor={cursor}", query.limit));
     link
-}
-
-/// Every query parameter as sent, decoded, in order. API Gateway decodes
-/// the query string; an event without parameters (a function URL, a
-/// generated event) is read from the URI.
-fn parameters(request: &Request) -> Vec<(String, String)> {
-    let from_event: Vec<(String, String)> = request
-        .query_string_parameters_ref()
-        .map(|params| {
-            params
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
-    if !from_event.is_empty() {
-        return from_event;
-    }
-    let Some(query) = request.uri().query() else {
-        return Vec::new();
-    };
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(&s.replace('+', " "))
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(key), decode(value))
-        })
-        .collect()
 }
 
 const NAMES: [&str; 5] = ["from", "to", "available", "limit", "cursor"];

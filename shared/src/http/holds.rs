@@ -8,7 +8,7 @@ use crate::clients::Needs;
 use crate::domain::{HoldId, IdempotencyKey};
 use crate::error::Error;
 use lambda_http::http::StatusCode;
-use lambda_http::{Request, RequestExt};
+use lambda_http::Request;
 
 /// `POST /holds/{id}/confirm`
 pub async fn confirm(app: &App, request: Request) -> HandlerResult {
@@ -94,22 +94,8 @@ pub async fn extend_hold(app: &App, request: Request) -> HandlerResult {
 /// function URL, a generated event) is read from the URI.
 fn key_parameter(request: &Request) -> Result<IdempotencyKey, Error> {
     const FIELD: &str = "idempotency_key";
-    let from_event = request
-        .query_string_parameters_ref()
-        .and_then(|params| params.first(FIELD))
-        .map(str::to_string);
-    let raw = from_event.or_else(|| url_query_value(request.uri().query()?, FIELD));
+    let raw = super::query_pairs(request)
+        .into_iter()
+        .find_map(|(key, value)| (key == FIELD).then_some(value));
     super::slots::parse_key(raw.as_deref())
-}
-
-/// The first value of `name` in a raw query string, percent-decoded.
-fn url_query_value(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (key == name).then(|| {
-            percent_encoding::percent_decode_str(&value.replace('+', " "))
-                .decode_utf8_lossy()
-                .into_owned()
-        })
-    })
 }

@@ -206,6 +206,40 @@ pub fn error_response(err: &Error) -> Response<Body> {
     response
 }
 
+/// Every query parameter as sent, decoded, in order. API Gateway decodes
+/// the query string; an event without parameters (a function URL, a
+/// generated event) is read from the URI.
+pub(super) fn query_pairs(request: &Request) -> Vec<(String, String)> {
+    let from_event: Vec<(String, String)> = request
+        .query_string_parameters_ref()
+        .map(|params| {
+            params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !from_event.is_empty() {
+        return from_event;
+    }
+    let Some(query) = request.uri().query() else {
+        return Vec::new();
+    };
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(&s.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(key), decode(value))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
