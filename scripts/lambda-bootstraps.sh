@@ -38,6 +38,6 @@ case "$arch" in
     *) echo "lambda-bootstraps: no architecture $arch" >&2; exit 2 ;;
 esac
 for binary in "${binaries[@]}"; do flags+=(--bin "$binary"); done
-echo "lambda-bootstraps: cargo lambda build ${flags[*]:0:2} (${#binaries[@]} binaries at once)" >&2
+echo "lambda-bootstraps: cargo lambda build --release for $arch (${#binaries[@]} binaries at once)" >&2
 cargo lambda build "${flags[@]}" >&2
 printf '%s\n' "${binaries[@]}"
