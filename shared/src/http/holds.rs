@@ -7,8 +7,8 @@ use crate::App;
 use crate::clients::Needs;
 use crate::domain::{HoldId, IdempotencyKey};
 use crate::error::Error;
-use lambda_http::http::StatusCode;
 use lambda_http::Request;
+use lambda_http::http::StatusCode;
 
 /// `POST /holds/{id}/confirm`
 pub async fn confirm(app: &App, request: Request) -> HandlerResult {
