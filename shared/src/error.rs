@@ -78,6 +78,10 @@ pub enum Error {
     /// `anonymous` is part of `open` mode, not a client with a key.
     #[error("client {0} is built in")]
     BuiltInClient(ClientId),
+    /// A feed cursor older than the event retention: events after it are
+    /// gone (SPEC §12).
+    #[error("the cursor is older than the event retention")]
+    CursorExpired,
     /// The database cannot be reached, or a lock wait / deadlock outlived
     /// the retries. Nothing was written; the request is safe to retry.
     #[error("database unavailable: {0}")]
@@ -114,6 +118,7 @@ impl Error {
             Self::RateLimited { .. } => "rate_limited",
             Self::NameTaken(_) => "name_taken",
             Self::LastAdmin(_) => "last_admin",
+            Self::CursorExpired => "cursor_expired",
             Self::Unavailable(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -139,6 +144,7 @@ impl Error {
             Self::Unauthenticated(_) => 401,
             Self::Forbidden | Self::BuiltInClient(_) => 403,
             Self::RateLimited { .. } => 429,
+            Self::CursorExpired => 410,
             Self::IdempotencyKeyReuse(_) | Self::Validation(_) => 422,
             Self::Unavailable(_) => 503,
             Self::Internal(_) => 500,
@@ -197,6 +203,12 @@ impl Error {
             Self::LastAdmin(id) => format!(
                 "Client {id} is the last active admin; create another admin before revoking it."
             ),
+            Self::CursorExpired => {
+                "This cursor is older than the event retention: events after it \
+                                    have been deleted. Start again without `after` (the oldest \
+                                    event kept) and reconcile from the resources themselves."
+                    .into()
+            }
             Self::Unavailable(_) => {
                 "The service is temporarily unavailable; the request can be retried.".into()
             }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod db;
 pub mod domain;
 pub mod error;
+pub mod events;
 pub mod http;
 pub mod migrate;
 pub mod secret;
@@ -35,6 +36,8 @@ pub struct App {
     pub clients: ClientAdmin,
     /// Slots administered and listed (SPEC §10, §11).
     pub slots: Slots,
+    /// The change feed (SPEC §12).
+    pub feed: events::Feed,
 }
 
 impl App {
@@ -108,6 +111,7 @@ impl App {
         let gate = Gate::new(pool.clone(), config.access, booking.cache().cloned());
         Self {
             slots: Slots::new(pool.clone(), booking.cache().cloned()),
+            feed: events::Feed::new(pool.clone()),
             clients: ClientAdmin::new(pool),
             gate,
             config,

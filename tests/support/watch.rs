@@ -9,7 +9,7 @@ use tokio::process::{Child, Command};
 
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`) and the scheduled `sweep`.
-pub const DEV_FUNCTIONS: [&str; 16] = [
+pub const DEV_FUNCTIONS: [&str; 17] = [
     "availability",
     "hold",
     "confirm",
@@ -17,6 +17,7 @@ pub const DEV_FUNCTIONS: [&str; 16] = [
     "holds-get",
     "holds-find",
     "holds-extend",
+    "events-list",
     "slots-create",
     "slots-get",
     "slots-update",

@@ -6,6 +6,7 @@ use crate::clients::Caller;
 use crate::db;
 use crate::domain::{HoldId, HoldStatus};
 use crate::error::Error;
+use crate::events::{EventType, record_expired, record_hold};
 use crate::telemetry::{self, Metric};
 use sqlx::{Connection, MySqlConnection};
 
@@ -60,7 +61,7 @@ impl Booking {
         }
         let mut tx = conn.begin().await?;
         lock_slot(&mut tx, hold.slot_id).await?;
-        let (hold, _) = lock_hold(&mut tx, hold_id).await?;
+        let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
         let release = match hold.status {
             HoldStatus::Cancelled => {
                 return Ok(Transition {
@@ -76,7 +77,14 @@ impl Booking {
                 .bind(hold.quantity)
                 .bind(hold.slot_id.0),
         };
-        release.execute(&mut *tx).await?;
+        let released = release.execute(&mut *tx).await?.rows_affected();
+        // An expired hold no reclaim has given back (it released its seats
+        // just now) has had no `hold.expired` yet: it expired before it
+        // was cancelled, so that event comes first. One a reclaim gave
+        // back has had it, from that reclaim.
+        if hold.status == HoldStatus::Held && expired && released == 1 {
+            record_expired(&mut tx, std::slice::from_ref(&hold)).await?;
+        }
         sqlx::query(Self::CANCEL_MARK)
             .bind(hold_id.0)
             .execute(&mut *tx)
@@ -84,6 +92,7 @@ impl Booking {
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
+        record_hold(&mut tx, EventType::HoldCancelled, &hold).await?;
         tx.commit().await?;
         Ok(Transition {
             hold,

@@ -6,6 +6,7 @@ use crate::clients::Caller;
 use crate::db;
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
+use crate::events::{EventType, record_hold};
 use crate::telemetry::{self, Metric};
 use sqlx::{Connection, MySqlConnection};
 
@@ -94,6 +95,7 @@ impl Booking {
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
+        record_hold(&mut tx, EventType::HoldConfirmed, &hold).await?;
         tx.commit().await?;
         Ok(Transition {
             hold,

@@ -11,6 +11,7 @@ use crate::clients::Caller;
 use crate::db;
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
+use crate::events::{EventType, record_hold};
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, MySqlConnection};
 
@@ -84,6 +85,7 @@ impl Booking {
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
+        record_hold(&mut tx, EventType::HoldExtended, &hold).await?;
         tx.commit().await?;
         Ok(hold)
     }

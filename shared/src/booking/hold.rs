@@ -7,6 +7,7 @@ use crate::clients::{Caller, ClientId};
 use crate::db;
 use crate::domain::{Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::{Error, KeyReuse};
+use crate::events::{EventType, record_hold};
 use crate::telemetry::{self, Metric};
 use sqlx::{Connection, MySqlConnection};
 
@@ -193,6 +194,8 @@ impl Booking {
         let hold = find_by_id(&mut *tx, id)
             .await?
             .ok_or(Error::HoldNotFound(id))?;
+        // 4. Its event, last, in the same transaction.
+        record_hold(&mut tx, EventType::HoldCreated, &hold).await?;
         tx.commit().await?;
         Ok(HoldOutcome {
             hold,

@@ -2,8 +2,10 @@
 //! that expired since the slot's watermark (their quantities), and move the watermark to now.
 //! The hold path runs it when the counter says full.
 
-use crate::domain::SlotId;
+use super::sql::HoldRow;
+use crate::domain::{Hold, SlotId};
 use crate::error::Error;
+use crate::events::record_expired;
 use chrono::{DateTime, Utc};
 use sqlx::MySqlConnection;
 
@@ -23,6 +25,38 @@ pub const RECLAIM_COUNT: &str = "SELECT UTC_TIMESTAMP(6), CAST(COALESCE(SUM(quan
 /// `GREATEST`: the watermark never moves back, whatever clock fed it.
 pub const RECLAIM_APPLY: &str = "UPDATE slots SET held = held - LEAST(held, ?), \
      reclaimed_until = GREATEST(reclaimed_until, ?) WHERE id = ?";
+
+/// The holds a reclaim window gives back: `held` ones of the slot that
+/// expired after the old watermark and at or before the new one (the
+/// reclaim's own `now`, bound). Each expiry falls in exactly one window,
+/// since watermarks only move up: so each gets one `hold.expired`.
+pub const RECLAIM_EXPIRED: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    " FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) \
+     WHERE slot_id = ? AND status = 'held' AND expires_at > ? AND expires_at <= ? ORDER BY expires_at, id"
+);
+
+/// Under the slot's lock, in the transaction that moves its watermark
+/// from `after` to `until`: one `hold.expired` per hold that window gives
+/// back, in the order they expired.
+pub(crate) async fn record_window(
+    conn: &mut MySqlConnection,
+    slot_id: SlotId,
+    after: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<(), Error> {
+    let holds = sqlx::query_as::<_, HoldRow>(RECLAIM_EXPIRED)
+        .bind(slot_id.0)
+        .bind(after)
+        .bind(until)
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(HoldRow::into_hold)
+        .collect::<Result<Vec<Hold>, Error>>()?;
+    record_expired(conn, &holds).await
+}
 
 /// A slot's counters after [`reclaim_locked`].
 pub(crate) struct Counters {
@@ -53,6 +87,9 @@ pub(crate) async fn reclaim_locked(
         .bind(watermark)
         .fetch_one(&mut *conn)
         .await?;
+    if expired > 0 {
+        record_window(&mut *conn, slot_id, watermark, now).await?;
+    }
     let expired = u32::try_from(expired).unwrap_or(u32::MAX);
     // The watermark moves to now even when nothing expired: it bounds the
     // projection's scan window.

@@ -11,6 +11,7 @@ use super::Booking;
 use crate::db;
 use crate::domain::SlotId;
 use crate::error::Error;
+use crate::events;
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, MySqlConnection};
 use std::time::Duration;
@@ -40,6 +41,9 @@ pub struct SweepReport {
     pub deleted: u64,
     /// Slots skipped by an error or a lock wait; the run went on.
     pub failed: u64,
+    /// Events numbered into the feed, and deleted after their retention.
+    pub events_sequenced: u64,
+    pub events_deleted: u64,
     /// The budget ran out before every slot was visited.
     pub out_of_time: bool,
 }
@@ -133,7 +137,48 @@ impl Booking {
                 }
             }
         }
+        // The feed: number what committed unseen by any poll (so the
+        // publisher's schedule finds it too), then retention.
+        if Instant::now() < deadline {
+            match self.sweep_events(deadline).await {
+                Ok((sequenced, deleted)) => {
+                    report.events_sequenced = sequenced;
+                    report.events_deleted = deleted;
+                }
+                Err(err) => {
+                    report.failed += 1;
+                    tracing::warn!(error = %err, "sweep skipped the change feed");
+                }
+            }
+        }
         Ok(report)
+    }
+
+    /// Numbers every committed event, then deletes those past
+    /// `EVENT_RETENTION_DAYS` by the database's clock.
+    async fn sweep_events(&self, deadline: Instant) -> Result<(u64, u64), Error> {
+        let mut sequenced = 0;
+        loop {
+            let run = db::transact!(&self.pool, "sweep", deadline, |conn| {
+                events::sequence(&mut conn).await
+            })?;
+            sequenced += u64::from(run.unwrap_or(0));
+            if run != Some(events::SEQUENCE_BATCH) || Instant::now() >= deadline {
+                break;
+            }
+        }
+        let retention =
+            chrono::Duration::from_std(self.rules.event_retention).unwrap_or(chrono::Duration::MAX);
+        let purged = db::transact!(&self.pool, "sweep", deadline, |conn| {
+            let now: DateTime<Utc> = sqlx::query_scalar("SELECT UTC_TIMESTAMP(6)")
+                .fetch_one(&mut *conn)
+                .await?;
+            let cutoff = now
+                .checked_sub_signed(retention)
+                .unwrap_or(DateTime::<Utc>::MIN_UTC);
+            events::purge(&mut conn, cutoff, deadline).await
+        })?;
+        Ok((sequenced, purged.deleted))
     }
 
     /// [`Booking::sweep`] of up to `max_slots` due slots and as many others,
@@ -191,6 +236,9 @@ impl Booking {
                     "counter drifted from the holds table; repaired"
                 );
             }
+        }
+        if expired > 0 {
+            super::reclaim::record_window(&mut tx, slot_id, watermark, now).await?;
         }
         // More confirmed than capacity cannot be repaired by a counter: the
         // error above says so; the UNSIGNED column keeps 0.

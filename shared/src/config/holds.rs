@@ -15,6 +15,10 @@ pub struct HoldRules {
     /// `HOLD_RETENTION_DAYS`: an ended hold that was never a booking is
     /// deleted this long after it ended.
     pub retention: Duration,
+    /// `EVENT_RETENTION_DAYS` (SPEC §12): the change feed keeps an event
+    /// this long. Here because the sweeper, which keeps holds to their
+    /// retention, keeps events to theirs.
+    pub event_retention: Duration,
 }
 
 pub const DAY: Duration = Duration::from_secs(86_400);
@@ -25,6 +29,7 @@ impl Default for HoldRules {
             max_quantity: 50,
             max_lifetime: Duration::from_secs(1800),
             retention: 7 * DAY,
+            event_retention: 7 * DAY,
         }
     }
 }
@@ -66,7 +71,15 @@ impl HoldRules {
             1..=3650,
             "an integer number of days from 1 to 3650",
         )?;
+        let event_retention_days = integer(
+            lookup,
+            "EVENT_RETENTION_DAYS",
+            defaults.event_retention.as_secs() / DAY.as_secs(),
+            1..=3650,
+            "an integer number of days from 1 to 3650",
+        )?;
         Ok(Self {
+            event_retention: DAY * u32::try_from(event_retention_days).unwrap_or(u32::MAX),
             max_quantity: u32::try_from(max_quantity).unwrap_or(u32::MAX),
             max_lifetime: Duration::from_secs(max_lifetime),
             retention: DAY * u32::try_from(retention_days).unwrap_or(u32::MAX),
@@ -103,11 +116,13 @@ mod tests {
             ("HOLD_MAX_QUANTITY", "5"),
             ("HOLD_MAX_LIFETIME_SECONDS", "600"),
             ("HOLD_RETENTION_DAYS", "1"),
+            ("EVENT_RETENTION_DAYS", "30"),
         ])
         .unwrap();
         assert_eq!(read.max_quantity, 5);
         assert_eq!(read.max_lifetime, Duration::from_secs(600));
         assert_eq!(read.retention, DAY);
+        assert_eq!(read.event_retention, 30 * DAY);
         for (key, bad) in [
             ("HOLD_MAX_QUANTITY", "0"),
             ("HOLD_MAX_QUANTITY", "1001"),
@@ -115,6 +130,8 @@ mod tests {
             ("HOLD_MAX_QUANTITY", ""),
             ("HOLD_RETENTION_DAYS", "0"),
             ("HOLD_RETENTION_DAYS", "-1"),
+            ("EVENT_RETENTION_DAYS", "0"),
+            ("EVENT_RETENTION_DAYS", "3651"),
             ("HOLD_MAX_LIFETIME_SECONDS", "0"),
         ] {
             let err = rules(&[(key, bad)]).unwrap_err();

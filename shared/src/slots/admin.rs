@@ -9,10 +9,11 @@
 
 use super::input::{NewSlot, SlotChange, order_message};
 use super::{Committed, Slots, ledger};
-use crate::booking::{LOCK_SLOT, active_hold, reclaim_locked};
+use crate::booking::{active_hold, reclaim_locked};
 use crate::db;
 use crate::domain::{Slot, SlotId};
 use crate::error::Error;
+use crate::events::{EventType, record_slots};
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, MySql, MySqlConnection, QueryBuilder};
 
@@ -151,6 +152,7 @@ async fn create_once(
             "the inserted slots do not have consecutive ids".into(),
         )));
     }
+    record_slots(&mut tx, EventType::SlotCreated, &slots).await?;
     Ok(tx.commit().await.map(|()| slots))
 }
 
@@ -213,22 +215,24 @@ async fn update_once(
     let slot = ledger::read(&mut tx, id)
         .await?
         .ok_or(Error::SlotNotFound(id))?;
+    record_slots(&mut tx, EventType::SlotUpdated, std::slice::from_ref(&slot)).await?;
     Ok(tx.commit().await.map(|()| slot))
 }
 
 async fn delete_once(conn: &mut MySqlConnection, id: SlotId) -> Result<Committed<Slot>, Error> {
     let mut tx = conn.begin().await?;
-    // 1. The slot's row lock, first. A hold that claims a seat of this
-    //    slot takes the same lock with its claim's UPDATE: it either
-    //    committed before (its hold is counted below) or waits, and then
-    //    finds no row (404).
-    sqlx::query(LOCK_SLOT)
-        .bind(id.0)
-        .fetch_optional(&mut *tx)
+    // 1. The slot's row lock, first, by the reclaim. A hold that claims a
+    //    seat of this slot takes the same lock with its claim's UPDATE: it
+    //    either committed before (its hold is counted below) or waits, and
+    //    then finds no row (404). The reclaim writes the `hold.expired` of
+    //    every hold that expired since the watermark: the holds go with
+    //    the slot, their expiry stays in the feed.
+    reclaim_locked(&mut tx, id)
         .await?
         .ok_or(Error::SlotNotFound(id))?;
     // 2. Its bookings, from the holds table, with a `now` after the lock
-    //    (the first plain read: the snapshot follows the lock too).
+    //    (the reclaim's count was the first plain read: the snapshot
+    //    follows the lock too).
     let (confirmed, held): (i64, i64) = sqlx::query_as(BOOKINGS)
         .bind(id.0)
         .fetch_one(&mut *tx)
@@ -244,6 +248,7 @@ async fn delete_once(conn: &mut MySqlConnection, id: SlotId) -> Result<Committed
     let slot = ledger::read(&mut tx, id)
         .await?
         .ok_or(Error::SlotNotFound(id))?;
+    record_slots(&mut tx, EventType::SlotDeleted, std::slice::from_ref(&slot)).await?;
     sqlx::query(DELETE_SLOT)
         .bind(id.0)
         .execute(&mut *tx)

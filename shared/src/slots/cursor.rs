@@ -128,8 +128,15 @@ impl Cursor {
 }
 
 fn tag(payload: &[u8]) -> [u8; 8] {
+    checksum(LABEL, payload)
+}
+
+/// The first 8 bytes of SHA-256 over `label` and `payload`: the tag of
+/// every cursor the server issues (the change feed's too), each kind with
+/// its own label so that one kind's cursor is never another's.
+pub(crate) fn checksum(label: &[u8], payload: &[u8]) -> [u8; 8] {
     let mut hash = Sha256::new();
-    hash.update(LABEL);
+    hash.update(label);
     hash.update(payload);
     first8(&hash.finalize())
 }

@@ -1,0 +1,182 @@
+//! `GET /events`: a page of the feed, oldest first, for one client.
+
+use super::cursor::{CursorError, EventCursor};
+use super::sequence::sequence;
+use crate::clients::{Caller, Role};
+use crate::db::{self, Deadline};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{Connection, MySqlConnection, MySqlPool};
+use std::time::Instant;
+
+/// The feed's bounds, read in the page's snapshot.
+pub const FEED_BOUNDS: &str =
+    "SELECT sequenced_through, purged_through FROM event_feed WHERE id = 1";
+/// An admin's page: every event.
+pub const PAGE_ALL: &str = "SELECT id, seq, type, occurred_at, data FROM events \
+     FORCE INDEX (events_seq_index) WHERE seq > ? ORDER BY seq LIMIT ?";
+/// A booker's page: its holds' events and every slot's, two ranges of one
+/// index merged (each is read in `seq` order and cut at `limit`).
+pub const PAGE_OWN: &str = "SELECT id, seq, type, occurred_at, data FROM ( \
+     (SELECT id, seq, type, occurred_at, data FROM events FORCE INDEX (events_client_id_seq_index) \
+      WHERE client_id = ? AND seq > ? ORDER BY seq LIMIT ?) \
+     UNION ALL \
+     (SELECT id, seq, type, occurred_at, data FROM events FORCE INDEX (events_client_id_seq_index) \
+      WHERE client_id IS NULL AND seq > ? ORDER BY seq LIMIT ?) \
+     ) page ORDER BY seq LIMIT ?";
+
+/// One event as the API serves it (SPEC §12): `id` is a string.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    #[serde(serialize_with = "as_string")]
+    pub id: u64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(serialize_with = "crate::domain::utc_micros")]
+    pub occurred_at: DateTime<Utc>,
+    pub data: serde_json::Value,
+    /// The feed position: the cursor's, never shown.
+    #[serde(skip)]
+    pub seq: u64,
+}
+
+fn as_string<S: serde::Serializer>(id: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(id)
+}
+
+/// A page and where the next one starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    pub events: Vec<Event>,
+    pub next: EventCursor,
+}
+
+/// The feed service. Cheap to clone; scope it to a request with
+/// [`Feed::until`].
+#[derive(Clone)]
+pub struct Feed {
+    pool: MySqlPool,
+    deadline: Deadline,
+}
+
+impl Feed {
+    pub fn new(pool: MySqlPool) -> Self {
+        Self {
+            pool,
+            deadline: Deadline::default(),
+        }
+    }
+
+    /// This service, answering by `deadline`.
+    pub fn until(&self, deadline: Instant) -> Self {
+        Self {
+            deadline: Deadline::at(deadline),
+            ..self.clone()
+        }
+    }
+
+    /// Up to `limit` events after `after` (from the oldest kept when
+    /// `None`) that `caller` may see: an admin every event, anyone else
+    /// its own holds' and every slot's (SPEC §8).
+    pub async fn page(
+        &self,
+        caller: &Caller,
+        after: Option<EventCursor>,
+        limit: u32,
+    ) -> Result<Page, Error> {
+        db::transact!(&self.pool, "events", self.deadline.due(), |conn| {
+            read_page(&mut conn, caller, after, limit).await
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    id: u64,
+    seq: u64,
+    #[sqlx(rename = "type")]
+    kind: String,
+    occurred_at: DateTime<Utc>,
+    data: String,
+}
+
+async fn read_page(
+    conn: &mut MySqlConnection,
+    caller: &Caller,
+    after: Option<EventCursor>,
+    limit: u32,
+) -> Result<Page, Error> {
+    // 1. Number what has committed since the last run (unless another
+    //    sequencer is at it), so that a poll sees the latest changes.
+    sequence(&mut *conn).await?;
+    // 2. One snapshot for the bounds and the page: in it, the numbered
+    //    events are exactly 1..=through (the sequencer's proof), and those
+    //    retention left are the ones above `purged`.
+    let mut tx = conn.begin().await?;
+    let (through, purged): (u64, u64) = sqlx::query_as(FEED_BOUNDS).fetch_one(&mut *tx).await?;
+    let from = match after {
+        None => purged,
+        Some(EventCursor { after }) if after > through => {
+            return Err(cursor_error(CursorError::Unknown));
+        }
+        Some(EventCursor { after }) if after < purged => {
+            return Err(cursor_error(CursorError::Expired));
+        }
+        Some(EventCursor { after }) => after,
+    };
+    let rows: Vec<EventRow> = if caller.role == Role::Admin {
+        sqlx::query_as(PAGE_ALL)
+            .bind(from)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?
+    } else {
+        sqlx::query_as(PAGE_OWN)
+            .bind(caller.id.0)
+            .bind(from)
+            .bind(limit)
+            .bind(from)
+            .bind(limit)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?
+    };
+    tx.commit().await?;
+    // 3. A full page continues after its last event; a short one holds
+    //    every event the caller may see up to `through`, so the next page
+    //    starts there (an idle booker's cursor keeps up with the feed
+    //    rather than fall behind retention).
+    let next = match rows.last() {
+        Some(last) if rows.len() >= limit as usize => last.seq,
+        _ => through.max(from),
+    };
+    let events = rows
+        .into_iter()
+        .map(|row| {
+            let data = serde_json::from_str(&row.data).map_err(|err| {
+                Error::Internal(sqlx::Error::Decode(
+                    format!("event {} has data that is not JSON: {err}", row.id).into(),
+                ))
+            })?;
+            Ok(Event {
+                id: row.id,
+                kind: row.kind,
+                occurred_at: row.occurred_at,
+                data,
+                seq: row.seq,
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok(Page {
+        events,
+        next: EventCursor { after: next },
+    })
+}
+
+fn cursor_error(error: CursorError) -> Error {
+    match error {
+        CursorError::Unknown => Error::invalid("cursor", "is not a cursor this server issued"),
+        CursorError::Expired => Error::CursorExpired,
+    }
+}

@@ -1,0 +1,19 @@
+//! The change feed (SPEC §12): every change of a hold or a slot writes one
+//! event in its own transaction (`record`), the sequencer gives committed
+//! events their place in the feed (`sequence`), clients page through it
+//! (`feed`, `cursor`), retention ends it (`retention`) and the publisher
+//! sends it to EventBridge (`publish`). docs/DESIGN.md, "The change feed",
+//! has the proof that a reader following `next` never skips an event.
+
+mod cursor;
+mod feed;
+mod record;
+mod retention;
+mod sequence;
+
+pub use cursor::{CursorError, EventCursor};
+pub use feed::{Feed, Page};
+pub use record::{EVENT_INSERT, EventType};
+pub(crate) use record::{record_expired, record_hold, record_slots};
+pub use retention::{PurgeReport, purge};
+pub use sequence::{SEQUENCE_BATCH, sequence};

@@ -1,0 +1,168 @@
+//! The writers' half of the outbox: one row per change, inserted by the
+//! transaction that makes the change, under the slot's lock, after the
+//! change's own statements. Nothing here reads or takes another lock, so
+//! the feed costs a booking one INSERT (docs/BENCHMARKS.md).
+
+use crate::domain::{Hold, Slot, SlotId};
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{MySql, MySqlConnection, QueryBuilder};
+
+/// What happened (SPEC §12); the string is the event's `type` and, on
+/// EventBridge, its `detail-type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    HoldCreated,
+    HoldConfirmed,
+    HoldCancelled,
+    HoldExtended,
+    HoldExpired,
+    SlotCreated,
+    SlotUpdated,
+    SlotDeleted,
+}
+
+impl EventType {
+    pub const ALL: [Self; 8] = [
+        Self::HoldCreated,
+        Self::HoldConfirmed,
+        Self::HoldCancelled,
+        Self::HoldExtended,
+        Self::HoldExpired,
+        Self::SlotCreated,
+        Self::SlotUpdated,
+        Self::SlotDeleted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HoldCreated => "hold.created",
+            Self::HoldConfirmed => "hold.confirmed",
+            Self::HoldCancelled => "hold.cancelled",
+            Self::HoldExtended => "hold.extended",
+            Self::HoldExpired => "hold.expired",
+            Self::SlotCreated => "slot.created",
+            Self::SlotUpdated => "slot.updated",
+            Self::SlotDeleted => "slot.deleted",
+        }
+    }
+}
+
+/// One event, in the order of `record`'s columns (public so that the
+/// bench's raw sequences send this very string). `occurred_at` NULL: the
+/// statement's own `now`, which follows the slot's lock.
+pub const EVENT_INSERT: &str = "INSERT INTO events (type, client_id, slot_id, hold_id, occurred_at, data) \
+     VALUES (?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6)), ?)";
+
+/// Rows per INSERT: a batch of slots (≤ 500) or a reclaim's expired holds.
+const ROWS_PER_INSERT: usize = 500;
+
+/// A row to insert.
+struct Row {
+    kind: EventType,
+    client_id: Option<u64>,
+    slot_id: SlotId,
+    hold_id: Option<u64>,
+    occurred_at: Option<chrono::NaiveDateTime>,
+    data: String,
+}
+
+fn json<T: Serialize>(resource: &T) -> Result<String, Error> {
+    serde_json::to_string(resource)
+        .map_err(|err| Error::Internal(sqlx::Error::Encode(Box::new(err))))
+}
+
+fn hold_row(kind: EventType, hold: &Hold, occurred_at: DateTime<Utc>) -> Result<Row, Error> {
+    Ok(Row {
+        kind,
+        client_id: Some(hold.client_id.0),
+        slot_id: hold.slot_id,
+        hold_id: Some(hold.id.0),
+        occurred_at: Some(occurred_at.naive_utc()),
+        data: json(hold)?,
+    })
+}
+
+/// The event of a change to `hold`, which is the hold as read after the
+/// change in the same transaction; it happened at the hold's `updated_at`,
+/// written by the change itself.
+pub(crate) async fn record_hold(
+    conn: &mut MySqlConnection,
+    kind: EventType,
+    hold: &Hold,
+) -> Result<(), Error> {
+    insert(conn, vec![hold_row(kind, hold, hold.updated_at)?]).await
+}
+
+/// `hold.expired` for each of `holds` (read under the slot's lock, expired
+/// by then): it happened at the hold's expiry.
+pub(crate) async fn record_expired(
+    conn: &mut MySqlConnection,
+    holds: &[Hold],
+) -> Result<(), Error> {
+    let rows = holds
+        .iter()
+        .map(|hold| hold_row(EventType::HoldExpired, hold, hold.expires_at))
+        .collect::<Result<Vec<_>, _>>()?;
+    insert(conn, rows).await
+}
+
+/// One event per slot, each as read after the change (before it, for a
+/// deletion), at the slot's `updated_at`.
+pub(crate) async fn record_slots(
+    conn: &mut MySqlConnection,
+    kind: EventType,
+    slots: &[Slot],
+) -> Result<(), Error> {
+    let rows = slots
+        .iter()
+        .map(|slot| {
+            Ok(Row {
+                kind,
+                client_id: None,
+                slot_id: slot.id,
+                hold_id: None,
+                // A deletion leaves no `updated_at` behind: the INSERT's now.
+                occurred_at: (kind != EventType::SlotDeleted)
+                    .then_some(slot.updated_at.naive_utc()),
+                data: json(slot)?,
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    insert(conn, rows).await
+}
+
+async fn insert(conn: &mut MySqlConnection, rows: Vec<Row>) -> Result<(), Error> {
+    if let [row] = rows.as_slice() {
+        sqlx::query(EVENT_INSERT)
+            .bind(row.kind.as_str())
+            .bind(row.client_id)
+            .bind(row.slot_id.0)
+            .bind(row.hold_id)
+            .bind(row.occurred_at)
+            .bind(&row.data)
+            .execute(&mut *conn)
+            .await?;
+        return Ok(());
+    }
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut insert = QueryBuilder::<MySql>::new(
+            "INSERT INTO events (type, client_id, slot_id, hold_id, occurred_at, data) ",
+        );
+        insert.push_values(chunk, |mut values, row| {
+            values
+                .push_bind(row.kind.as_str())
+                .push_bind(row.client_id)
+                .push_bind(row.slot_id.0)
+                .push_bind(row.hold_id)
+                .push("COALESCE(")
+                .push_bind_unseparated(row.occurred_at)
+                .push_unseparated(", UTC_TIMESTAMP(6))")
+                .push_bind(&row.data);
+        });
+        // Each batch size is its own text: not kept as a prepared statement.
+        insert.build().persistent(false).execute(&mut *conn).await?;
+    }
+    Ok(())
+}

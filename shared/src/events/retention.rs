@@ -1,0 +1,78 @@
+//! Retention (SPEC §12): events older than `EVENT_RETENTION_DAYS` are
+//! deleted oldest first, by feed position, and `purged_through` records
+//! how far: a cursor below it has lost events (410 `cursor_expired`),
+//! one at or above it has lost none.
+
+use crate::error::Error;
+use chrono::{DateTime, Utc};
+use sqlx::{Connection, MySqlConnection};
+
+/// The feed's lock: serialised with the sequencer (a number is never
+/// deleted while being given) and with other purges.
+pub const PURGE_LOCK: &str = "SELECT purged_through FROM event_feed WHERE id = 1 FOR UPDATE";
+/// The oldest kept events, by position, with when they happened.
+pub const PURGE_SCAN: &str = "SELECT seq, occurred_at FROM events FORCE INDEX (events_seq_index) \
+     WHERE seq > ? ORDER BY seq LIMIT ?";
+pub const PURGE_DELETE: &str = "DELETE FROM events WHERE seq > ? AND seq <= ?";
+pub const PURGE_ADVANCE: &str = "UPDATE event_feed SET purged_through = ? WHERE id = 1";
+
+/// Events deleted per transaction.
+const PURGE_BATCH: u32 = 1000;
+
+/// What [`purge`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PurgeReport {
+    pub deleted: u64,
+    /// The last position deleted so far (0: none ever).
+    pub purged_through: u64,
+}
+
+/// Deletes, in position order, the events that happened before `cutoff`,
+/// stopping at the first one that did not (so the kept events are a
+/// suffix of the feed), one batch per transaction, until `deadline`.
+pub async fn purge(
+    conn: &mut MySqlConnection,
+    cutoff: DateTime<Utc>,
+    deadline: tokio::time::Instant,
+) -> Result<PurgeReport, Error> {
+    let mut report = PurgeReport::default();
+    loop {
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            .execute(&mut *conn)
+            .await?;
+        let mut tx = conn.begin().await?;
+        let purged: u64 = sqlx::query_scalar(PURGE_LOCK).fetch_one(&mut *tx).await?;
+        let oldest: Vec<(u64, DateTime<Utc>)> = sqlx::query_as(PURGE_SCAN)
+            .bind(purged)
+            .bind(PURGE_BATCH)
+            .fetch_all(&mut *tx)
+            .await?;
+        let through = oldest
+            .iter()
+            .take_while(|(_, at)| *at < cutoff)
+            .last()
+            .map(|(seq, _)| *seq);
+        report.purged_through = purged;
+        let Some(through) = through else {
+            return Ok(report);
+        };
+        let deleted = sqlx::query(PURGE_DELETE)
+            .bind(purged)
+            .bind(through)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query(PURGE_ADVANCE)
+            .bind(through)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        report.deleted += deleted;
+        report.purged_through = through;
+        let whole_batch = oldest.len() == PURGE_BATCH as usize
+            && oldest.last().is_some_and(|(seq, _)| *seq == through);
+        if !whole_batch || tokio::time::Instant::now() >= deadline {
+            return Ok(report);
+        }
+    }
+}
