@@ -5,6 +5,7 @@
 pub mod answers;
 pub mod counters;
 pub mod dev;
+pub mod events;
 pub mod history;
 pub mod keys;
 pub mod locks;

@@ -1,0 +1,527 @@
+//! SPEC §12, the change feed, through the handlers against the real
+//! database: one event per change with the resource after it, who sees
+//! what, cursors (422, 410, the same cursor when nothing is new), the
+//! out-of-order commit, and eight writers racing a poller.
+
+use serde_json::{Value, json};
+use shared::booking::SweepLimits;
+use shared::clients::Role;
+use shared::config::{AuthMode, HoldRules};
+use shared::events::{EVENT_INSERT, EventCursor};
+use shared::{App, http};
+use slot_booking_tests::events::{Follower, page};
+use slot_booking_tests::keys::{TestClient, authorized};
+use slot_booking_tests::slots::{create, delete, patch, slot_body, tomorrow};
+use slot_booking_tests::*;
+use sqlx::Connection;
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// A handler's answer to `who`: status and body.
+async fn send(
+    app: &App,
+    route: &str,
+    request: lambda_http::Request,
+    who: &TestClient,
+) -> (u16, Value) {
+    let request = authorized(request, Some(&who.bearer()));
+    let response = match route {
+        "hold" => http::hold(app, request).await,
+        "get" => http::get_hold(app, request).await,
+        "extend" => http::extend_hold(app, request).await,
+        "confirm" => http::confirm(app, request).await,
+        "cancel" => http::cancel(app, request).await,
+        other => panic!("no route {other}"),
+    };
+    read(response.expect("handled"))
+}
+
+async fn hold(app: &App, who: &TestClient, slot: u64, quantity: u32, key: &str) -> (u16, Value) {
+    let request = with_body(
+        hold_request(&slot.to_string(), Some(key)),
+        &json!({ "quantity": quantity }).to_string(),
+    );
+    send(app, "hold", request, who).await
+}
+
+fn ok(answer: (u16, Value), status: u16) -> Value {
+    assert_eq!(answer.0, status, "{}", answer.1);
+    answer.1
+}
+
+fn keyed(db: &TestDb, ttl: Duration) -> App {
+    db.app_with_rules(AuthMode::ApiKey, ttl, HoldRules::default())
+}
+
+/// Every event the admin's follower can read now, from the start.
+async fn all_events(app: &App, admin: &TestClient) -> Vec<Value> {
+    let mut follower = Follower::new();
+    while follower.poll(app, admin).await > 0 {}
+    follower.seen
+}
+
+async fn sweep(app: &App) {
+    app.booking
+        .sweep(SweepLimits {
+            max_due: 100,
+            sample: 100,
+            budget: Duration::from_secs(10),
+        })
+        .await
+        .expect("sweep");
+}
+
+#[tokio::test]
+async fn every_change_writes_one_event_with_the_resource_after_it_and_a_refusal_none() {
+    let db = TestDb::new().await;
+    let app = keyed(&db, Duration::from_secs(300));
+    let short = keyed(&db, Duration::from_millis(800));
+    let admin = db.client("admin", Role::Admin, None).await;
+    let booker = db.client("booker", Role::Booker, None).await;
+    let mut expected: Vec<(&str, Value)> = Vec::new();
+
+    // Slots: a batch of two, one changed.
+    let batch = ok(
+        create(
+            &app,
+            &admin,
+            &json!([
+                slot_body(&tomorrow(8), &tomorrow(9), 4),
+                slot_body(&tomorrow(9), &tomorrow(10), 2)
+            ]),
+        )
+        .await,
+        201,
+    );
+    let (a, b) = (
+        batch[0]["id"].as_u64().unwrap(),
+        batch[1]["id"].as_u64().unwrap(),
+    );
+    expected.push(("slot.created", batch[0].clone()));
+    expected.push(("slot.created", batch[1].clone()));
+    let changed = ok(patch(&app, &admin, a, &json!({"capacity": 10})).await, 200);
+    expected.push(("slot.updated", changed));
+
+    // A hold extended, confirmed, then cancelled (a booking given back).
+    let key = new_key().to_string();
+    let h1 = ok(hold(&app, &booker, a, 2, &key).await, 201);
+    expected.push(("hold.created", h1.clone()));
+    let id1 = id_of(&h1);
+    let extended = ok(
+        send(&app, "extend", extend_request(&id1), &booker).await,
+        200,
+    );
+    expected.push(("hold.extended", extended));
+    let confirmed = ok(
+        send(&app, "confirm", confirm_request(&id1), &booker).await,
+        200,
+    );
+    expected.push(("hold.confirmed", confirmed));
+    // Replays and refusals change nothing, so they write nothing.
+    ok(hold(&app, &booker, a, 2, &key).await, 200);
+    ok(
+        send(&app, "confirm", confirm_request(&id1), &booker).await,
+        200,
+    );
+    assert_eq!(hold(&app, &booker, a, 3, &key).await.0, 422);
+    assert_eq!(
+        send(&app, "extend", extend_request(&id1), &booker).await.0,
+        409
+    );
+    let cancelled = ok(
+        send(&app, "cancel", cancel_request(&id1), &booker).await,
+        200,
+    );
+    expected.push(("hold.cancelled", cancelled));
+    ok(
+        send(&app, "cancel", cancel_request(&id1), &booker).await,
+        200,
+    );
+
+    // A hold cancelled while active.
+    let h2 = ok(hold(&app, &booker, a, 1, &new_key().to_string()).await, 201);
+    expected.push(("hold.created", h2.clone()));
+    let cancelled = ok(
+        send(&app, "cancel", cancel_request(&id_of(&h2)), &booker).await,
+        200,
+    );
+    expected.push(("hold.cancelled", cancelled));
+
+    // Two holds that expire: one reclaimed by the sweeper, one cancelled
+    // after its expiry before any reclaim (its expiry comes first).
+    let h3 = ok(
+        hold(&short, &booker, b, 1, &new_key().to_string()).await,
+        201,
+    );
+    expected.push(("hold.created", h3.clone()));
+    let h4 = ok(
+        hold(&short, &booker, b, 1, &new_key().to_string()).await,
+        201,
+    );
+    expected.push(("hold.created", h4.clone()));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let expired4 = ok(
+        send(&app, "get", get_hold_request(&id_of(&h4)), &booker).await,
+        200,
+    );
+    assert_eq!(expired4["active"], false);
+    let cancelled = ok(
+        send(&app, "cancel", cancel_request(&id_of(&h4)), &booker).await,
+        200,
+    );
+    expected.push(("hold.expired", expired4));
+    expected.push(("hold.cancelled", cancelled));
+    sweep(&app).await;
+    let expired3 = ok(
+        send(&app, "get", get_hold_request(&id_of(&h3)), &booker).await,
+        200,
+    );
+    expected.push(("hold.expired", expired3));
+    sweep(&app).await; // a second window finds nothing new
+
+    // The slot deleted: as it was.
+    let deleted = ok(delete(&app, &admin, b).await, 200);
+    expected.push(("slot.deleted", deleted));
+    assert_eq!(delete(&app, &admin, b).await.0, 404);
+
+    let seen = all_events(&app, &admin).await;
+    let got: Vec<(&str, &Value)> = seen
+        .iter()
+        .map(|event| (event["type"].as_str().unwrap(), &event["data"]))
+        .collect();
+    let want: Vec<(&str, &Value)> = expected.iter().map(|(kind, data)| (*kind, data)).collect();
+    assert_eq!(
+        got, want,
+        "one event per change, in order, each with its resource"
+    );
+    let ids: HashSet<&str> = seen
+        .iter()
+        .map(|e| e["id"].as_str().expect("a string id"))
+        .collect();
+    assert_eq!(ids.len(), seen.len(), "unique ids");
+    for event in &seen {
+        let when = match event["type"].as_str().unwrap() {
+            "hold.expired" => &event["data"]["expires_at"],
+            "slot.deleted" => continue,
+            _ => &event["data"]["updated_at"],
+        };
+        assert_eq!(&event["occurred_at"], when, "{event}");
+    }
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_booker_sees_its_own_holds_and_every_slot_an_admin_everything() {
+    let db = TestDb::new().await;
+    let app = keyed(&db, Duration::from_secs(300));
+    let admin = db.client("admin", Role::Admin, None).await;
+    let alice = db.client("alice", Role::Booker, None).await;
+    let bob = db.client("bob", Role::Booker, None).await;
+    let slot = ok(
+        create(&app, &admin, &slot_body(&tomorrow(8), &tomorrow(9), 5)).await,
+        201,
+    );
+    let slot = slot["id"].as_u64().unwrap();
+    let mine = ok(
+        hold(&app, &alice, slot, 1, &new_key().to_string()).await,
+        201,
+    );
+    let theirs = ok(hold(&app, &bob, slot, 1, &new_key().to_string()).await, 201);
+    // Bob's hold confirmed by an admin is still Bob's event.
+    ok(
+        send(&app, "confirm", confirm_request(&id_of(&theirs)), &admin).await,
+        200,
+    );
+
+    let kinds = |events: Vec<Value>| -> Vec<(String, String)> {
+        events
+            .iter()
+            .map(|e| {
+                (
+                    e["type"].as_str().unwrap().to_string(),
+                    e["data"]["id"].to_string(),
+                )
+            })
+            .collect()
+    };
+    let slot_created = ("slot.created".to_string(), slot.to_string());
+    let held = |h: &Value| ("hold.created".to_string(), h["id"].to_string());
+    let confirmed = ("hold.confirmed".to_string(), theirs["id"].to_string());
+    assert_eq!(
+        kinds(all_events(&app, &alice).await),
+        [slot_created.clone(), held(&mine)]
+    );
+    assert_eq!(
+        kinds(all_events(&app, &bob).await),
+        [slot_created.clone(), held(&theirs), confirmed.clone()]
+    );
+    assert_eq!(
+        kinds(all_events(&app, &admin).await),
+        [slot_created, held(&mine), held(&theirs), confirmed]
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn next_is_always_there_a_foreign_cursor_is_422_and_one_behind_retention_410() {
+    let db = TestDb::new().await;
+    let app = keyed(&db, Duration::from_secs(300));
+    let admin = db.client("admin", Role::Admin, None).await;
+    let empty = page(&app, &admin, "").await;
+    assert_eq!(
+        (empty.status, empty.events().len()),
+        (200, 0),
+        "{}",
+        empty.body
+    );
+    let start = empty.next.clone().expect("next on an empty feed");
+    assert!(start.ends_with("&limit=100"), "{start}");
+    let again = page(&app, &admin, &start).await;
+    assert_eq!(
+        again.next.as_deref(),
+        Some(start.as_str()),
+        "nothing new: the same cursor"
+    );
+
+    for n in 0..3 {
+        ok(
+            create(
+                &app,
+                &admin,
+                &slot_body(&tomorrow(8 + n), &tomorrow(9 + n), 1),
+            )
+            .await,
+            201,
+        );
+    }
+    let first = page(
+        &app,
+        &admin,
+        &format!("{}&limit=2", start.split('&').next().unwrap()),
+    )
+    .await;
+    assert_eq!(first.events().len(), 2);
+    let second = page(&app, &admin, first.next.as_deref().unwrap()).await;
+    assert_eq!(second.events().len(), 1);
+    assert!(
+        second.next.as_deref().unwrap().ends_with("&limit=2"),
+        "next keeps limit"
+    );
+    let last = second.next.clone().unwrap();
+
+    for query in [
+        "after=garbage".to_string(),
+        format!("after={}", EventCursor { after: 4 }.encode()), // never reached
+        "limit=0".to_string(),
+        "limit=501".to_string(),
+        "from=1".to_string(),
+    ] {
+        let refused = page(&app, &admin, &query).await;
+        assert_eq!(refused.status, 422, "{query}: {}", refused.body);
+        assert_eq!(refused.body["reason"], "validation_failed");
+    }
+    let foreign = page(&app, &admin, "after=garbage").await;
+    assert!(
+        foreign.body["errors"]["cursor"].is_array(),
+        "{}",
+        foreign.body
+    );
+
+    // Retention takes every event so far: a cursor before them is gone.
+    let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let cutoff = chrono::Utc::now() + chrono::Duration::hours(1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let purged = shared::events::purge(&mut conn, cutoff, deadline)
+        .await
+        .unwrap();
+    assert_eq!((purged.deleted, purged.purged_through), (3, 3));
+    let gone = page(&app, &admin, &start).await;
+    assert_eq!(gone.status, 410, "{}", gone.body);
+    assert_eq!(gone.body["reason"], "cursor_expired");
+    let at_the_edge = page(&app, &admin, &last).await;
+    assert_eq!((at_the_edge.status, at_the_edge.events().len()), (200, 0));
+    let fresh = page(&app, &admin, "").await;
+    assert_eq!((fresh.status, fresh.events().len()), (200, 0));
+    assert_eq!(
+        fresh
+            .next
+            .as_deref()
+            .map(|q| q.split('&').next().unwrap().to_string()),
+        last.split('&').next().map(str::to_string),
+        "a new walk starts at the oldest event kept"
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn an_event_allocated_first_and_committed_last_is_served_once_after_the_later_one() {
+    let db = TestDb::new().await;
+    let app = db.app_with_rules(
+        AuthMode::Open,
+        Duration::from_secs(300),
+        HoldRules::default(),
+    );
+    let admin = db.client("admin", Role::Admin, None).await;
+    let slot = db.insert_slot(5).await;
+    let mut follower = Follower::new();
+    follower.poll(&app, &admin).await;
+
+    // Writer A allocates its event's id and stays open.
+    let mut a = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let mut open = a.begin().await.unwrap();
+    let early = sqlx::query(EVENT_INSERT)
+        .bind("slot.updated")
+        .bind(None::<u64>)
+        .bind(slot.0)
+        .bind(None::<u64>)
+        .bind(None::<chrono::NaiveDateTime>)
+        .bind(r#"{"writer":"A"}"#)
+        .execute(&mut *open)
+        .await
+        .unwrap()
+        .last_insert_id();
+    // Writer B allocates later and commits first: a real hold.
+    let (status, late) = slot_booking_tests::slots::hold(&app, slot.0, 1).await;
+    assert_eq!(status, 201, "{late}");
+    let started = Instant::now();
+    assert_eq!(follower.poll(&app, &admin).await, 1, "B, while A is open");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the poll never waits for A"
+    );
+    let b = follower.seen[0]["id"]
+        .as_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    assert!(early < b, "A allocated first ({early} < {b})");
+    assert_eq!(follower.poll(&app, &admin).await, 0);
+    open.commit().await.unwrap();
+    assert_eq!(follower.poll(&app, &admin).await, 1, "A, after its commit");
+    assert_eq!(follower.poll(&app, &admin).await, 0);
+    let order: Vec<u64> = follower
+        .seen
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(order, [b, early], "each once, in commit order");
+    db.drop().await;
+}
+
+/// What one writer's 2xx answers changed, in its order: (hold id, type).
+type Changes = Vec<(u64, &'static str)>;
+
+async fn write_for(app: App, i: usize, slots: Vec<u64>, until: Instant) -> Changes {
+    let mut changes = Changes::new();
+    let mut n = 0usize;
+    while Instant::now() < until {
+        n += 1;
+        let slot = slots[(i + n) % slots.len()];
+        let (status, body) = slot_booking_tests::slots::hold(&app, slot, 1 + (n % 2) as u32).await;
+        if status != 201 {
+            assert_eq!(status, 409, "{body}");
+            continue;
+        }
+        let id = id_of(&body);
+        let hold_id: u64 = id.parse().unwrap();
+        changes.push((hold_id, "hold.created"));
+        let steps: &[(&str, &'static str)] = match n % 4 {
+            0 => &[("confirm", "hold.confirmed")],
+            1 => &[("extend", "hold.extended"), ("cancel", "hold.cancelled")],
+            2 => &[("confirm", "hold.confirmed"), ("cancel", "hold.cancelled")],
+            _ => &[],
+        };
+        for (route, kind) in steps {
+            let request = match *route {
+                "confirm" => confirm_request(&id),
+                "extend" => extend_request(&id),
+                _ => cancel_request(&id),
+            };
+            let response = match *route {
+                "confirm" => http::confirm(&app, request).await,
+                "extend" => http::extend_hold(&app, request).await,
+                _ => http::cancel(&app, request).await,
+            };
+            let (status, body) = read(response.expect("handled"));
+            if status == 200 {
+                changes.push((hold_id, kind));
+            } else {
+                assert_eq!(status, 409, "{body}");
+                break;
+            }
+        }
+    }
+    changes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_writers_and_a_poller_see_every_change_once_each_holds_in_order() {
+    let db = TestDb::new().await;
+    let admin = db.client("admin", Role::Admin, None).await;
+    // Room for most holds, and one small slot where claims race and lose.
+    let mut slots = Vec::new();
+    for capacity in [500, 500, 500, 3] {
+        slots.push(db.insert_slot(capacity).await.0);
+    }
+    let apps = db.warm_apps(8, Duration::from_secs(300)).await;
+    let poller_app = db.app_with_hold_ttl(Duration::from_secs(300));
+    let until = Instant::now() + Duration::from_secs(4);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let done = done.clone();
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let mut follower = Follower::new();
+            let mut polls = 0u32;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                follower.poll(&poller_app, &admin).await;
+                polls += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // Everything has committed: poll until nothing is new twice.
+            let mut quiet = 0;
+            while quiet < 2 {
+                quiet = if follower.poll(&poller_app, &admin).await == 0 {
+                    quiet + 1
+                } else {
+                    0
+                };
+            }
+            (follower.seen, polls)
+        })
+    };
+    let writes = together(apps, {
+        let slots = slots.clone();
+        move |i, app| write_for(app, i, slots.clone(), until)
+    })
+    .await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (seen, polls) = poller.await.unwrap();
+
+    let mut expected: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    for change in writes.iter().flatten() {
+        expected.entry(change.0).or_default().push(change.1);
+    }
+    let total: usize = expected.values().map(Vec::len).sum();
+    assert!(
+        total > 200 && polls > 10,
+        "a real race: {total} changes, {polls} polls"
+    );
+    let ids: HashSet<&str> = seen.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), seen.len(), "no event twice");
+    let mut got: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    for event in &seen {
+        let kind = event["type"].as_str().unwrap();
+        assert!(kind.starts_with("hold."), "{event}");
+        got.entry(event["data"]["id"].as_u64().unwrap())
+            .or_default()
+            .push(kind);
+    }
+    assert_eq!(seen.len(), total, "every 2xx change, once");
+    assert_eq!(
+        got, expected,
+        "each hold's events, in the order they happened"
+    );
+    db.assert_invariants().await;
+    db.drop().await;
+}
