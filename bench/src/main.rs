@@ -22,6 +22,7 @@
 mod cachedown;
 mod coldstart;
 mod e2e;
+mod feed;
 mod markdown;
 mod measure;
 mod raw;
@@ -66,6 +67,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "scale",
         "1,000,000 slots and 10,000,000 holds of history: pages with from/to, walks, the cached call, GET and POST /slots, the index migration, the seed's unbounded list",
+    ),
+    (
+        "feed",
+        "GET /events at 10,000,000 events of history: a page of 100 as an admin and as a booker, the idle poll",
     ),
     (
         "e2e",
@@ -188,6 +193,7 @@ async fn run(options: Options) -> Result<(), String> {
             "storm" => scenarios::storm(&bench, &mut emit).await,
             "cache_down" => cachedown::run(&bench, timing, &mut emit).await,
             "scale" => scale::run(&server, &redis_url, timing, &mut emit).await,
+            "feed" => feed::run(&server, &redis_url, timing, &mut emit).await,
             "e2e" => e2e::run(&bench, timing, &mut emit).await,
             "cold_start" => cold_starts(&bench, &mut emit).await,
             _ => Ok(()),

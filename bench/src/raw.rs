@@ -20,9 +20,40 @@ use shared::booking::{
     RECLAIM_COUNT, RECLAIM_LOCK,
 };
 use shared::cache::Keys;
+use shared::events::EVENT_INSERT;
 use sqlx::{MySqlConnection, MySqlPool};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
+
+/// Whether a sequence writes its change's event (the outbox, SPEC §12), as
+/// the service does; `false` measures the same sequence without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outbox {
+    On,
+    Off,
+}
+
+/// The event of a change to `row`, as the service writes it: the hold's
+/// JSON (the same fields) in one INSERT.
+async fn record(conn: &mut MySqlConnection, kind: &str, row: &HoldRow) -> Result<()> {
+    let at = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let data = serde_json::json!({
+        "id": row.0, "slot_id": row.1, "status": row.5, "quantity": row.3, "active": row.11,
+        "idempotency_key": row.4, "expires_at": at(&row.6),
+        "confirmed_at": row.7.as_ref().map(at), "cancelled_at": row.8.as_ref().map(at),
+        "created_at": at(&row.9), "updated_at": at(&row.10),
+    });
+    sqlx::query(EVENT_INSERT)
+        .bind(kind)
+        .bind(row.2)
+        .bind(row.1)
+        .bind(row.0)
+        .bind(row.10.naive_utc())
+        .bind(data.to_string())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
 
 /// The hold resource's columns, decoded into the same types the service
 /// decodes them into.
@@ -70,6 +101,7 @@ pub async fn hold(
     key: &str,
     quantity: u32,
     ttl_micros: i64,
+    outbox: Outbox,
 ) -> Result<Outcome> {
     let (key_hold, bookable, closed): (Option<u64>, Option<i64>, Option<bool>) =
         sqlx::query_as(Booking::HOLD_PRECHECK)
@@ -134,10 +166,13 @@ pub async fn hold(
         return Ok(Outcome::Done("409")); // the slot has started
     }
     let id = inserted.last_insert_id();
-    let _hold: HoldRow = sqlx::query_as(FIND_BY_ID)
+    let hold: HoldRow = sqlx::query_as(FIND_BY_ID)
         .bind(id)
         .fetch_one(&mut *tx)
         .await?;
+    if outbox == Outbox::On {
+        record(&mut tx, "hold.created", &hold).await?;
+    }
     tx.commit().await?;
     Ok(Outcome::Done("201"))
 }
@@ -184,6 +219,7 @@ pub async fn confirm(
     redis: &mut ConnectionManager,
     keys: &Keys,
     hold: u64,
+    outbox: Outbox,
 ) -> Result<Outcome> {
     let row: HoldRowExpired = sqlx::query_as(FIND_WITH_EXPIRY)
         .bind(hold)
@@ -221,10 +257,13 @@ pub async fn confirm(
         .bind(hold)
         .execute(&mut *tx)
         .await?;
-    let _hold: HoldRow = sqlx::query_as(FIND_BY_ID)
+    let row: HoldRow = sqlx::query_as(FIND_BY_ID)
         .bind(hold)
         .fetch_one(&mut *tx)
         .await?;
+    if outbox == Outbox::On {
+        record(&mut tx, "hold.confirmed", &row).await?;
+    }
     tx.commit().await?;
     redis::cmd("DEL")
         .arg(&keys.fresh)

@@ -67,6 +67,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
     let mut out = Vec::new();
     const PAIRS: &[(&str, &str)] = &[
         ("service", "raw"),
+        ("raw", "raw_no_outbox"),
         ("service", "service_no_cache"),
         ("service", "service_no_auth"),
         ("service", "redis_get"),

@@ -41,8 +41,11 @@ enum Variant {
     /// The gate, then the service on the same connection with no cache
     /// (confirm only).
     ServiceNoCache,
-    /// The SQL only (no key look-up, no rate limit).
+    /// The SQL only (no key look-up, no rate limit), the change's event
+    /// included.
     Raw,
+    /// The same SQL without the event: what the outbox costs (SPEC §12).
+    RawNoOutbox,
     /// The seed's count-based sequence (reference).
     SeedCount,
 }
@@ -53,7 +56,16 @@ impl Variant {
             Self::Service => "service",
             Self::ServiceNoCache => "service_no_cache",
             Self::Raw => "raw",
+            Self::RawNoOutbox => "raw_no_outbox",
             Self::SeedCount => "seed_count",
+        }
+    }
+
+    fn outbox(self) -> raw::Outbox {
+        if self == Self::RawNoOutbox {
+            raw::Outbox::Off
+        } else {
+            raw::Outbox::On
         }
     }
 
@@ -74,13 +86,14 @@ impl Variant {
                     Err(err) => refused(&err),
                 }
             }
-            Self::Raw => raw::hold(
+            Self::Raw | Self::RawNoOutbox => raw::hold(
                 &env.pool,
                 env.client.0,
                 slot,
                 &key,
                 quantity,
                 HOLD_TTL_MICROS,
+                self.outbox(),
             )
             .await
             .map_err(|e| e.to_string()),
@@ -94,9 +107,9 @@ impl Variant {
         let booking = match self {
             Self::Service => &env.app.booking,
             Self::ServiceNoCache => &env.uncached,
-            Self::Raw | Self::SeedCount => {
+            Self::Raw | Self::RawNoOutbox | Self::SeedCount => {
                 let keys = env.app.booking.cache().ok_or("no cache")?.keys();
-                return raw::confirm(&env.pool, &mut env.redis.clone(), keys, hold)
+                return raw::confirm(&env.pool, &mut env.redis.clone(), keys, hold, self.outbox())
                     .await
                     .map_err(|e| e.to_string());
             }
@@ -150,7 +163,12 @@ struct HoldCase {
     arms: Vec<Arm>,
 }
 
-const ALL: &[Variant] = &[Variant::Service, Variant::Raw, Variant::SeedCount];
+const ALL: &[Variant] = &[
+    Variant::Service,
+    Variant::Raw,
+    Variant::RawNoOutbox,
+    Variant::SeedCount,
+];
 
 fn arms(scenario: &str, preload: Preload) -> Vec<Arm> {
     ALL.iter()
@@ -358,7 +376,12 @@ pub async fn confirms(
 ) -> Result<(), String> {
     bench.reset().await?;
     let envs = bench.envs(8).await?;
-    let variants = [Variant::Service, Variant::ServiceNoCache, Variant::Raw];
+    let variants = [
+        Variant::Service,
+        Variant::ServiceNoCache,
+        Variant::Raw,
+        Variant::RawNoOutbox,
+    ];
     // Enough pre-made holds for 2,500 confirms/s during the whole case.
     let total_secs = (timing.seconds + timing.warmup).as_secs_f64() * variants.len() as f64;
     let per_case = ((2_500.0 * total_secs) as usize).max(1_000);

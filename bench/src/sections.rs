@@ -9,7 +9,7 @@ use crate::targets::Target;
 use std::fmt::Write;
 
 /// The groups whose section can be updated from a run of that group.
-pub const IN_PLACE: &[&str] = &["cache_down", "scale"];
+pub const IN_PLACE: &[&str] = &["cache_down", "scale", "feed"];
 
 /// The section of `group`, markers included.
 pub fn render(group: &str, meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
@@ -17,6 +17,7 @@ pub fn render(group: &str, meta: &Meta, rows: &[Row], targets: &[Target], full: 
     let body = match group {
         "cache_down" => cache_down(meta, rows, targets, full),
         "scale" => scale(meta, rows, targets, full),
+        "feed" => feed(meta, rows, targets, full),
         _ => String::new(),
     };
     format!("{begin}\n{body}{end}\n")
@@ -137,6 +138,47 @@ fn scale(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
     for t in targets
         .iter()
         .filter(|t| scale_targets.iter().any(|p| t.target.starts_with(p)))
+    {
+        let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
+    }
+    md
+}
+
+fn feed(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
+    let mut md = String::new();
+    let w = &mut md;
+    let _ = writeln!(w, "## The change feed at 10 million events\n");
+    let _ = writeln!(w, "{}", measured_at("feed", meta, full));
+    let _ = writeln!(
+        w,
+        "A database of its own, filled by the server from its sequence tables: events numbered \
+         as the sequencer numbers them, nine in ten a hold event of one of 50 clients, one in ten \
+         a slot event, each with a hold resource of the API's size. `Feed::page` as `GET /events` \
+         calls it, one environment (one connection) per client: *admin_page* is a page of 100 \
+         from a scattered position, *booker_page* the same for one of the clients (its own holds' \
+         events merged with every slot's), *tail* a poll at the head (nothing new). Each call is \
+         the idle check for unnumbered events, then one snapshot: the feed's bounds and the page.\n"
+    );
+    for row in rows
+        .iter()
+        .filter(|r| r.scenario.starts_with("feed.") && r.stats.is_none())
+    {
+        let _ = writeln!(
+            w,
+            "- *{}* ({}): `{}`",
+            row.scenario, row.variant, row.params
+        );
+    }
+    let _ = writeln!(w);
+    table(
+        w,
+        rows.iter()
+            .filter(|r| r.scenario.starts_with("feed.") && r.stats.is_some()),
+    );
+    let _ = writeln!(w, "\n| target | measured | result |\n|---|---|---|");
+    for t in targets
+        .iter()
+        .filter(|t| t.target.starts_with("GET /events"))
     {
         let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
     }

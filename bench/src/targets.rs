@@ -280,6 +280,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     out.push(Target::new("every arm64 bootstrap.zip < 5 MB", zips));
     out.extend(cache_down_targets(rows));
     out.extend(scale_targets(rows));
+    out.extend(feed_targets(rows));
     out
 }
 
@@ -291,6 +292,52 @@ const HIT_BEFORE_OPS: f64 = 14_538.0;
 const HIT_BEFORE_RATIO: f64 = 0.98;
 
 /// Issue 13's targets at 1,000,000 slots and 10,000,000 holds (`scale`).
+/// SPEC §12: the outbox costs a booking little, and a page stays cheap at
+/// 10 M events.
+fn feed_targets(rows: &[Row]) -> Vec<Target> {
+    let mut out = Vec::new();
+    for (scenario, what, clients) in [
+        ("hold.spread_1000", "hold", 8),
+        ("hold.one_slot.active_0", "hold, one slot,", 8),
+        ("confirm.spread_1000", "confirm", 8),
+        ("confirm.one_slot", "confirm, one slot,", 8),
+    ] {
+        out.push(at_least(
+            rows,
+            format!("{what} with the outbox ≥ 0.9 × without it ({clients} env)"),
+            (scenario, scenario),
+            ("raw", "raw_no_outbox"),
+            clients,
+            0.9,
+        ));
+    }
+    for (variant, clients) in [
+        ("admin_page", 1),
+        ("booker_page", 1),
+        ("admin_page", 8),
+        ("booker_page", 8),
+    ] {
+        let stats = find(rows, "feed.page_100", variant, Some(clients))
+            .and_then(|r| r.stats.as_ref())
+            .filter(|s| s.errors == 0 && s.ops > 0);
+        out.push(Target::new(
+            format!(
+                "GET /events, a page of 100 at 10 M events ({variant}, {clients} env): p99 < 20 ms"
+            ),
+            stats.map(|s| {
+                (
+                    format!(
+                        "p50 {:.2} ms, p99 {:.2} ms, {} calls",
+                        s.p50_ms, s.p99_ms, s.ops
+                    ),
+                    s.p99_ms < 20.0,
+                )
+            }),
+        ));
+    }
+    out
+}
+
 fn scale_targets(rows: &[Row]) -> Vec<Target> {
     let stats = |scenario: &str, variant: &str| {
         find(rows, scenario, variant, Some(1))

@@ -332,6 +332,45 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
     made.client = None;
     steps += 3;
 
+    // The change feed: a page and the `next` it always links to (a real
+    // stack's history may be long, so one event a page).
+    let feed = api
+        .send(
+            Call::new(Method::GET, "/events", "/events").query("limit", "1"),
+            200,
+            check(|a| {
+                let next = a.header("link").unwrap_or_default();
+                ensure(
+                    a.body.as_array().is_some_and(|page| page.len() <= 1)
+                        && next.starts_with('<')
+                        && next.ends_with(">; rel=\"next\""),
+                    "at most one event and a next link",
+                )
+            }),
+        )
+        .await?;
+    let next = feed.header("link").unwrap_or_default();
+    let after = next
+        .split("after=")
+        .nth(1)
+        .and_then(|rest| rest.split(['&', '>']).next())
+        .unwrap_or_default()
+        .to_string();
+    api.send(
+        Call::new(Method::GET, "/events", "/events")
+            .query("after", after)
+            .query("limit", "1"),
+        200,
+        check(|a| {
+            ensure(
+                a.body.is_array() && a.header("link").is_some(),
+                "the next page",
+            )
+        }),
+    )
+    .await?;
+    steps += 2;
+
     api.send(
         Call::new(Method::GET, "$default", "/smoke/no-such-route"),
         404,
