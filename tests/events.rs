@@ -525,3 +525,68 @@ async fn eight_writers_and_a_poller_see_every_change_once_each_holds_in_order() 
     db.assert_invariants().await;
     db.drop().await;
 }
+
+#[tokio::test]
+async fn the_sweeper_numbers_what_no_poll_did_and_deletes_events_past_their_retention_oldest_first()
+{
+    let db = TestDb::new().await;
+    let app = keyed(&db, Duration::from_secs(300));
+    let admin = db.client("admin", Role::Admin, None).await;
+    for n in 0..4 {
+        ok(
+            create(
+                &app,
+                &admin,
+                &slot_body(&tomorrow(8 + n), &tomorrow(9 + n), 1),
+            )
+            .await,
+            201,
+        );
+    }
+    // Nothing has polled: the sweeper numbers them.
+    sweep(&app).await;
+    let numbered: Vec<(u64, Option<u64>)> =
+        sqlx::query_as("SELECT id, seq FROM events ORDER BY id")
+            .fetch_all(&db.admin)
+            .await
+            .unwrap();
+    assert!(
+        numbered.iter().all(|(_, seq)| seq.is_some()),
+        "{numbered:?}"
+    );
+    // The first, second and fourth (by position) happened 8 days ago; the
+    // third is young: retention stops there, so the kept events stay a
+    // suffix of the feed and no cursor can jump a hole.
+    let seqs: Vec<u64> = numbered.iter().map(|(_, seq)| seq.unwrap()).collect();
+    for seq in [seqs[0], seqs[1], seqs[3]] {
+        sqlx::query(
+            "UPDATE events SET occurred_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY WHERE seq = ?",
+        )
+        .bind(seq)
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    }
+    let mut follower = Follower::new();
+    follower.poll(&app, &admin).await;
+    let from_the_start = follower.seen.len();
+    sweep(&app).await;
+    let kept: Vec<u64> = sqlx::query_scalar("SELECT seq FROM events ORDER BY seq")
+        .fetch_all(&db.admin)
+        .await
+        .unwrap();
+    assert_eq!(kept, seqs[2..], "the two oldest deleted, the rest kept");
+    let purged: u64 = sqlx::query_scalar("SELECT purged_through FROM event_feed")
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    assert_eq!(purged, seqs[1]);
+    assert_eq!(from_the_start, 4);
+    let first = page(&app, &admin, "").await;
+    assert_eq!(
+        first.events().len(),
+        2,
+        "a new walk starts at the oldest kept"
+    );
+    db.drop().await;
+}

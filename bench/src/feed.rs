@@ -4,7 +4,9 @@
 //! one of 50 clients' holds, one in ten is a slot event (everyone's); each
 //! carries a resource of the API's size. `BENCH_FEED_EVENTS` shrinks it.
 //!
-//! Measured through `Feed::page` as the route calls it, one environment:
+//! First what the outbox costs hold and confirm (`scenarios::outbox`).
+//! Then, through `Feed::page` as the route calls it, one environment per
+//! client:
 //! *admin_page* a page of 100 from a random position, *booker_page* the
 //! same for one client (its own holds' events and the slots'), *tail* a
 //! poll at the head of the feed (nothing new: what an idle poller costs).
@@ -58,6 +60,8 @@ const FILL: &str = "INSERT INTO events (id, seq, type, client_id, slot_id, hold_
      FROM seq_1_to_1000000 s WHERE s.seq <= ?";
 
 async fn measured(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Result<(), String> {
+    // What the outbox costs a booking, on the still empty feed.
+    crate::scenarios::outbox(bench, timing, emit).await?;
     let total = event_count();
     let started = Instant::now();
     let mut base = 0;

@@ -163,12 +163,7 @@ struct HoldCase {
     arms: Vec<Arm>,
 }
 
-const ALL: &[Variant] = &[
-    Variant::Service,
-    Variant::Raw,
-    Variant::RawNoOutbox,
-    Variant::SeedCount,
-];
+const ALL: &[Variant] = &[Variant::Service, Variant::Raw, Variant::SeedCount];
 
 fn arms(scenario: &str, preload: Preload) -> Vec<Arm> {
     ALL.iter()
@@ -375,18 +370,68 @@ pub async fn confirms(
     emit: &mut dyn FnMut(Row),
 ) -> Result<(), String> {
     bench.reset().await?;
+    let variants = [Variant::Service, Variant::ServiceNoCache, Variant::Raw];
+    let cases = [("confirm.one_slot", 1), ("confirm.spread_1000", 1_000)];
+    confirm_cases(bench, timing, emit, &variants, &cases, &[1, 8]).await
+}
+
+/// SPEC §12's cost: the service's statements with their change's event
+/// (the outbox) and without it, in alternating rounds on twin slots, for
+/// hold and confirm, one slot and spread, 8 environments.
+pub async fn outbox(
+    bench: &Bench,
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
     let envs = bench.envs(8).await?;
-    let variants = [
-        Variant::Service,
-        Variant::ServiceNoCache,
-        Variant::Raw,
-        Variant::RawNoOutbox,
+    let arms = |scenario: &str| -> Vec<Arm> {
+        [Variant::Raw, Variant::RawNoOutbox]
+            .iter()
+            .map(|variant| Arm {
+                scenario: scenario.to_string(),
+                name: variant.name(),
+                preload: Preload::Active(0),
+                variant: *variant,
+                quantity: 1,
+            })
+            .collect()
+    };
+    for (scenario, slots) in [
+        ("outbox.hold.one_slot", 1),
+        ("outbox.hold.spread_1000", 1_000),
+    ] {
+        let case = HoldCase {
+            clients: 8,
+            slots,
+            capacity: ROOMY,
+            arms: arms(scenario),
+        };
+        compare_holds(bench, &envs, timing, case, emit).await?;
+    }
+    let variants = [Variant::Raw, Variant::RawNoOutbox];
+    let cases = [
+        ("outbox.confirm.one_slot", 1),
+        ("outbox.confirm.spread_1000", 1_000),
     ];
+    confirm_cases(bench, timing, emit, &variants, &cases, &[8]).await
+}
+
+/// Confirms of pre-made holds by each of `variants`, in alternating
+/// rounds, for each `(scenario, slots)` of `cases` at each of `clients`.
+async fn confirm_cases(
+    bench: &Bench,
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+    variants: &[Variant],
+    cases: &[(&str, usize)],
+    client_counts: &[usize],
+) -> Result<(), String> {
+    let envs = bench.envs(8).await?;
     // Enough pre-made holds for 2,500 confirms/s during the whole case.
     let total_secs = (timing.seconds + timing.warmup).as_secs_f64() * variants.len() as f64;
     let per_case = ((2_500.0 * total_secs) as usize).max(1_000);
-    for (scenario, slot_count) in [("confirm.one_slot", 1), ("confirm.spread_1000", 1_000)] {
-        for clients in [1, 8] {
+    for &(scenario, slot_count) in cases {
+        for &clients in client_counts {
             let slots = bench.insert_slots(slot_count, ROOMY).await?;
             let later = bench.db_now_plus(Duration::from_secs(3_600)).await?;
             let holds = bench

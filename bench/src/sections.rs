@@ -157,7 +157,10 @@ fn feed(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
          calls it, one environment (one connection) per client: *admin_page* is a page of 100 \
          from a scattered position, *booker_page* the same for one of the clients (its own holds' \
          events merged with every slot's), *tail* a poll at the head (nothing new). Each call is \
-         the idle check for unnumbered events, then one snapshot: the feed's bounds and the page.\n"
+         the idle check for unnumbered events, then one snapshot: the feed's bounds and the page. \
+         Before the fill, on the empty feed, *outbox.* measures what the outbox costs a booking: \
+         the service's statements for hold and confirm (*raw*, its event included) against the \
+         same without the event (*raw_no_outbox*), in alternating rounds on twin slots.\n"
     );
     for row in rows
         .iter()
@@ -173,12 +176,13 @@ fn feed(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
     table(
         w,
         rows.iter()
-            .filter(|r| r.scenario.starts_with("feed.") && r.stats.is_some()),
+            .filter(|r| r.stats.is_some())
+            .filter(|r| r.scenario.starts_with("feed.") || r.scenario.starts_with("outbox.")),
     );
     let _ = writeln!(w, "\n| target | measured | result |\n|---|---|---|");
     for t in targets
         .iter()
-        .filter(|t| t.target.starts_with("GET /events"))
+        .filter(|t| t.target.starts_with("GET /events") || t.target.contains("the outbox"))
     {
         let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
     }

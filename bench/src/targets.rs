@@ -297,10 +297,10 @@ const HIT_BEFORE_RATIO: f64 = 0.98;
 fn feed_targets(rows: &[Row]) -> Vec<Target> {
     let mut out = Vec::new();
     for (scenario, what, clients) in [
-        ("hold.spread_1000", "hold", 8),
-        ("hold.one_slot.active_0", "hold, one slot,", 8),
-        ("confirm.spread_1000", "confirm", 8),
-        ("confirm.one_slot", "confirm, one slot,", 8),
+        ("outbox.hold.spread_1000", "hold, 1,000 slots,", 8),
+        ("outbox.hold.one_slot", "hold, one slot,", 8),
+        ("outbox.confirm.spread_1000", "confirm, 1,000 slots,", 8),
+        ("outbox.confirm.one_slot", "confirm, one slot,", 8),
     ] {
         out.push(at_least(
             rows,
