@@ -54,7 +54,7 @@ mod tests;
 pub use crate::secret::Secret;
 pub use error::{ConfigError, redact_url};
 pub use holds::HoldRules;
-pub use publisher::PublisherSettings;
+pub use publisher::{PublisherSettings, publisher_function};
 pub use resolve::Resolved;
 pub use settings::{CacheSource, CacheUser, DatabaseSource, ProxyDatabase, Settings};
 use std::time::Duration;

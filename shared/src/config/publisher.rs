@@ -1,7 +1,17 @@
-//! The publisher's settings (SPEC §12): read by `events-publish` alone, so
-//! no other function needs them.
+//! The publisher's settings (SPEC §12): `EVENT_BUS_NAME`, read by
+//! `events-publish` alone, so no other function needs it; and
+//! `EVENT_PUBLISHER_FUNCTION`, optional, read by every function that
+//! changes holds or slots (the trigger after a commit).
 
 use super::error::ConfigError;
+
+/// `EVENT_PUBLISHER_FUNCTION`: the publisher's function name or ARN, to
+/// invoke after a change; unset or empty, no trigger (the schedule alone
+/// publishes). Not checked here: a name Lambda does not know only logs a
+/// warning at each trigger, and never fails a request.
+pub fn publisher_function(lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
+    lookup("EVENT_PUBLISHER_FUNCTION").filter(|value| !value.trim().is_empty())
+}
 
 /// `EVENT_BUS_NAME`: the EventBridge bus the feed is sent to (the
 /// template's bus: its name, or its ARN).
