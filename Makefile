@@ -13,9 +13,10 @@ PORT ?= 9000
 CONCURRENCY ?= 20
 export DATABASE_URL REDIS_URL
 API_FUNCTIONS := availability hold confirm cancel holds-get holds-find holds-extend events-list slots-create slots-get slots-update slots-delete clients-create clients-list clients-revoke
-# What `make dev` serves: the API's routes, API Gateway's `$default` route
-# and the scheduled sweeper.
-DEV_FUNCTIONS := $(API_FUNCTIONS) not-found sweep
+# What `make dev` serves: the API's routes, API Gateway's `$default` route,
+# the scheduled sweeper and the publisher (which starts only with an
+# EVENT_BUS_NAME; `make dev` never invokes it: no bus runs locally).
+DEV_FUNCTIONS := $(API_FUNCTIONS) not-found sweep events-publish
 # Extra `cargo lambda watch` flags for `make dev` (the soak passes
 # --ignore-changes). Never --timeout: see docs/LOCAL.md.
 WATCH_FLAGS ?=

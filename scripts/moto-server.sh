@@ -9,7 +9,8 @@
 # calls it does not implement) to FILE instead of stderr.
 #
 # tests/discovery.rs starts it on a free port and talks to it with the AWS
-# SDK (endpoint override) to check cache discovery by replication group.
+# SDK (endpoint override) to check cache discovery by replication group;
+# tests/publisher.rs uses its EventBridge (a bus, a rule, an SQS target).
 # moto implements the ElastiCache replication-group calls but not the
 # serverless-cache ones (DescribeServerlessCaches answers 500); the test
 # covers those with recorded responses instead.
@@ -19,9 +20,11 @@
 set -euo pipefail
 
 # Pins: moto's server needs flask and flask-cors (its [server] extra pulls in
-# far more: cfn-lint, docker, …, none of which ElastiCache needs).
+# far more: cfn-lint, docker, …, none of which ElastiCache needs);
+# EventBridge's delivery to a rule's targets (tests/publisher.rs) needs
+# jsonpath-ng.
 MOTO_VERSION="5.2.5"
-PINS="moto==$MOTO_VERSION flask==3.1.3 flask-cors==6.0.5"
+PINS="moto==$MOTO_VERSION flask==3.1.3 flask-cors==6.0.5 jsonpath-ng==1.16.0"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv-tools"

@@ -52,7 +52,7 @@ pub async fn run(
 const FILL: &str = "INSERT INTO events (id, seq, type, client_id, slot_id, hold_id, occurred_at, data) \
      SELECT s.seq + ?, s.seq + ?, IF((s.seq + ?) % 10 = 0, 'slot.updated', 'hold.created'), \
      IF((s.seq + ?) % 10 = 0, NULL, 2 + (s.seq + ?) % ?), (s.seq + ?) % 100000 + 1, s.seq + ?, \
-     UTC_TIMESTAMP(6) - INTERVAL (? - s.seq - ?) MILLISECOND, \
+     UTC_TIMESTAMP(6) - INTERVAL ((? - s.seq - ?) * 1000) MICROSECOND, \
      CONCAT('{\"id\":', s.seq + ?, ',\"slot_id\":', (s.seq + ?) % 100000 + 1, \
      ',\"status\":\"held\",\"quantity\":1,\"active\":true,\"idempotency_key\":\"', UUID(), \
      '\",\"expires_at\":\"2026-12-02T08:05:00.000000Z\",\"confirmed_at\":null,\"cancelled_at\":null,', \

@@ -233,7 +233,7 @@ fn unreachable<E, R>(err: &SdkError<E, R>) -> bool {
 
 /// One line: the service's error code and message when it answered, else
 /// the whole chain of causes.
-fn describe_sdk_error<E, R>(err: &SdkError<E, R>) -> String
+pub fn describe_sdk_error<E, R>(err: &SdkError<E, R>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,

@@ -38,6 +38,9 @@ pub struct App {
     pub slots: Slots,
     /// The change feed (SPEC §12).
     pub feed: events::Feed,
+    /// Nudges the publisher after a change (`EVENT_BUS_NAME` set); `None`:
+    /// the schedule alone runs it.
+    pub publish_trigger: Option<events::PublishTrigger>,
 }
 
 impl App {
@@ -112,6 +115,7 @@ impl App {
         Self {
             slots: Slots::new(pool.clone(), booking.cache().cloned()),
             feed: events::Feed::new(pool.clone()),
+            publish_trigger: None,
             clients: ClientAdmin::new(pool),
             gate,
             config,
@@ -124,11 +128,15 @@ impl App {
     pub async fn from_env() -> Result<Self, StartupError> {
         let settings = Settings::from_env().map_err(|err| StartupError(err.to_string()))?;
         let resolved = settings.resolve().await?;
-        let app = Self::with_passwords(
+        let mut app = Self::with_passwords(
             resolved.config,
             resolved.database_password.as_ref(),
             resolved.cache_password.as_ref(),
         )?;
+        if let Some(bus) = config::trigger_bus(|key| std::env::var(key).ok()) {
+            let client = aws_sdk_eventbridge::Client::new(&aws::load().await);
+            app.publish_trigger = Some(events::PublishTrigger::new(client, &bus));
+        }
         tracing::info!(
             database = %config::redact_url(&app.config.database_url),
             cache = app.config.redis_url.as_deref().map(config::redact_url).as_deref().unwrap_or("off"),
@@ -139,6 +147,7 @@ impl App {
             hold_max_quantity = app.config.holds.max_quantity,
             hold_max_lifetime_s = app.config.holds.max_lifetime.as_secs(),
             hold_retention_days = app.config.holds.retention.as_secs() / 86_400,
+            publish_trigger = ?app.publish_trigger,
             "configuration ready"
         );
         Ok(app)

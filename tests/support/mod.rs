@@ -10,6 +10,7 @@ pub mod history;
 pub mod keys;
 pub mod locks;
 pub mod logs;
+pub mod moto;
 pub mod planted;
 pub mod private_mariadb;
 pub mod private_redis;

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
 /// What the emulator serves, as `make dev` does: the API's routes, the
-/// `$default` route (`not-found`) and the scheduled `sweep`.
-pub const DEV_FUNCTIONS: [&str; 17] = [
+/// `$default` route (`not-found`), the scheduled `sweep` and the
+/// publisher, `events-publish` (built, never invoked: no bus runs locally).
+pub const DEV_FUNCTIONS: [&str; 18] = [
     "availability",
     "hold",
     "confirm",
@@ -27,6 +28,7 @@ pub const DEV_FUNCTIONS: [&str; 17] = [
     "clients-revoke",
     "not-found",
     "sweep",
+    "events-publish",
 ];
 
 pub fn workspace_root() -> PathBuf {

@@ -39,9 +39,14 @@
 //! `CACHE_NAMESPACE` (the template: the stack's name) goes in front of the
 //! database's name in every cache key: `<namespace>:<database>`; unset, the
 //! database's name alone.
+//!
+//! `EVENT_BUS_NAME` is the feed's bus ([`PublisherSettings`], read by
+//! `events-publish` beside these, and by the functions that change holds
+//! or slots for their trigger after a change: [`trigger_bus`]).
 
 mod error;
 mod holds;
+mod publisher;
 mod resolve;
 mod settings;
 #[cfg(test)]
@@ -50,6 +55,7 @@ mod tests;
 pub use crate::secret::Secret;
 pub use error::{ConfigError, redact_url};
 pub use holds::HoldRules;
+pub use publisher::{PublisherSettings, trigger_bus};
 pub use resolve::Resolved;
 pub use settings::{CacheSource, CacheUser, DatabaseSource, ProxyDatabase, Settings};
 use std::time::Duration;

@@ -2,18 +2,28 @@
 //! event in its own transaction (`record`), the sequencer gives committed
 //! events their place in the feed (`sequence`), clients page through it
 //! (`feed`, `cursor`), retention ends it (`retention`) and the publisher
-//! sends it to EventBridge (`publish`). docs/DESIGN.md, "The change feed",
+//! sends it to EventBridge (`publish`, in `batch`es), right after a change
+//! (`trigger`) and on a schedule. docs/DESIGN.md, "The change feed",
 //! has the proof that a reader following `next` never skips an event.
 
+mod batch;
 mod cursor;
 mod feed;
+mod publish;
 mod record;
 mod retention;
 mod sequence;
+mod trigger;
 
+pub use batch::{BATCH_BYTES, BATCH_ENTRIES, SOURCE};
 pub use cursor::{CursorError, EventCursor};
-pub use feed::{Feed, Page};
+pub use feed::{Event, Feed, Page};
+pub use publish::{
+    PUBLISH_ADVANCE, PUBLISH_LOCK, PUBLISH_SCAN, PUBLISH_UNLOCK, PUBLISHED_THROUGH, PublishReport,
+    publish,
+};
 pub use record::{EVENT_INSERT, EventType};
 pub(crate) use record::{record_expired, record_hold, record_slots};
 pub use retention::{PurgeReport, purge};
 pub use sequence::{SEQUENCE_BATCH, sequence};
+pub use trigger::{PublishTrigger, ROUTES_WRITING_EVENTS, TRIGGER_INTERVAL};

@@ -29,7 +29,19 @@ pub type PlainHandler = fn(Request) -> Pin<Box<dyn Future<Output = HandlerResult
 /// under `make dev`'s emulator and API Gateway.
 pub async fn serve(route: &'static str, handler: Handler) -> Result<(), lambda_http::Error> {
     let app = App::from_env_or_exit().await;
-    run(route, |request| handler(&app, request)).await
+    let app = &app;
+    run(route, |request| {
+        Box::pin(async move {
+            let result = handler(app, request).await;
+            // After a committed change: the publisher, spawned, never
+            // awaited (`events::PublishTrigger`).
+            if let (Some(trigger), Ok(response)) = (&app.publish_trigger, &result) {
+                trigger.after(route, response.status().as_u16());
+            }
+            result
+        })
+    })
+    .await
 }
 
 /// [`serve`] without an [`App`]: no database or cache.
