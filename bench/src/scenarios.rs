@@ -377,7 +377,7 @@ pub async fn confirms(
 
 /// SPEC §12's cost: the service's statements with their change's event
 /// (the outbox) and without it, in alternating rounds on twin slots, for
-/// hold and confirm, one slot and spread, 8 environments.
+/// hold and confirm, one slot and spread, 1 and 8 environments.
 pub async fn outbox(
     bench: &Bench,
     timing: Timing,
@@ -400,20 +400,22 @@ pub async fn outbox(
         ("outbox.hold.one_slot", 1),
         ("outbox.hold.spread_1000", 1_000),
     ] {
-        let case = HoldCase {
-            clients: 8,
-            slots,
-            capacity: ROOMY,
-            arms: arms(scenario),
-        };
-        compare_holds(bench, &envs, timing, case, emit).await?;
+        for clients in [1, 8] {
+            let case = HoldCase {
+                clients,
+                slots,
+                capacity: ROOMY,
+                arms: arms(scenario),
+            };
+            compare_holds(bench, &envs, timing, case, emit).await?;
+        }
     }
     let variants = [Variant::Raw, Variant::RawNoOutbox];
     let cases = [
         ("outbox.confirm.one_slot", 1),
         ("outbox.confirm.spread_1000", 1_000),
     ];
-    confirm_cases(bench, timing, emit, &variants, &cases, &[8]).await
+    confirm_cases(bench, timing, emit, &variants, &cases, &[1, 8]).await
 }
 
 /// Confirms of pre-made holds by each of `variants`, in alternating

@@ -17,14 +17,18 @@ pub const FEED_BOUNDS: &str =
 pub const PAGE_ALL: &str = "SELECT id, seq, type, occurred_at, data FROM events \
      FORCE INDEX (events_seq_index) WHERE seq > ? ORDER BY seq LIMIT ?";
 /// A booker's page: its holds' events and every slot's, two ranges of one
-/// index merged (each is read in `seq` order and cut at `limit`).
-pub const PAGE_OWN: &str = "SELECT id, seq, type, occurred_at, data FROM ( \
-     (SELECT id, seq, type, occurred_at, data FROM events FORCE INDEX (events_client_id_seq_index) \
+/// index, each read in `seq` order and cut at `limit`, merged and cut
+/// again on ids and positions alone (a temporary table of integers, in
+/// memory: one with the `data` column would be written to disk), then the
+/// page's rows by primary key. The caller orders them by `seq`.
+pub const PAGE_OWN: &str = "SELECT e.id, e.seq, e.type, e.occurred_at, e.data FROM ( \
+     SELECT id FROM ( \
+     (SELECT id, seq FROM events FORCE INDEX (events_client_id_seq_index) \
       WHERE client_id = ? AND seq > ? ORDER BY seq LIMIT ?) \
      UNION ALL \
-     (SELECT id, seq, type, occurred_at, data FROM events FORCE INDEX (events_client_id_seq_index) \
+     (SELECT id, seq FROM events FORCE INDEX (events_client_id_seq_index) \
       WHERE client_id IS NULL AND seq > ? ORDER BY seq LIMIT ?) \
-     ) page ORDER BY seq LIMIT ?";
+     ) mine ORDER BY seq LIMIT ?) page JOIN events e ON e.id = page.id";
 
 /// One event as the API serves it (SPEC §12): `id` is a string.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -125,7 +129,7 @@ async fn read_page(
         }
         Some(EventCursor { after }) => after,
     };
-    let rows: Vec<EventRow> = if caller.role == Role::Admin {
+    let mut rows: Vec<EventRow> = if caller.role == Role::Admin {
         sqlx::query_as(PAGE_ALL)
             .bind(from)
             .bind(limit)
@@ -143,6 +147,7 @@ async fn read_page(
             .await?
     };
     tx.commit().await?;
+    rows.sort_unstable_by_key(|row| row.seq);
     // 3. A full page continues after its last event; a short one holds
     //    every event the caller may see up to `through`, so the next page
     //    starts there (an idle booker's cursor keeps up with the feed
