@@ -18,12 +18,10 @@
 //! whose environment is the template's, with `AWS_ENDPOINT_URL` pointing
 //! the SDK at the recorded stand-in.
 
-use aws_config::retry::RetryConfig;
-use aws_config::{Region, SdkConfig};
-use shared::aws::{self, discover_cache};
+use shared::aws::discover_cache;
 use shared::config::{CacheSource, CacheUser, DatabaseSource, ProxyDatabase, Settings};
+use slot_booking_tests::moto::{Moto, sdk};
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -410,20 +408,6 @@ const REPLICATION_GROUP_PLAIN: &str = r#"<DescribeReplicationGroupsResponse xmln
   <ResponseMetadata><RequestId>8f1e6c2a-0d7b-4c3e-9a51-5b2f0e4d7c11</RequestId></ResponseMetadata>
 </DescribeReplicationGroupsResponse>"#;
 
-/// The project's SDK configuration (its HTTPS client and timeouts), aimed
-/// at `endpoint` with test credentials, and no influence from the host's
-/// environment or ~/.aws. One attempt per call keeps failures fast.
-async fn sdk(endpoint: &str) -> SdkConfig {
-    aws::loader()
-        .empty_test_environment()
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .test_credentials()
-        .retry_config(RetryConfig::standard().with_max_attempts(1))
-        .load()
-        .await
-}
-
 fn settings(database: DatabaseSource, cache: CacheSource) -> Settings {
     Settings {
         database,
@@ -720,63 +704,6 @@ async fn an_unreadable_cache_secret_leaves_the_cache_off() {
 // ---------------------------------------------------------------------------
 // Discovery against moto.
 // ---------------------------------------------------------------------------
-
-struct Moto {
-    url: String,
-    log: std::path::PathBuf,
-    child: tokio::process::Child,
-}
-
-impl Moto {
-    /// Installs moto if needed (`scripts/moto-server.sh`) and starts it on
-    /// a free port. Fails, never skips: the check needs it.
-    async fn start() -> Self {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            listener.local_addr().unwrap().port()
-        };
-        let log = std::env::temp_dir().join(format!("sb-moto-{port}.log"));
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/moto-server.sh");
-        let mut child = tokio::process::Command::new("bash")
-            .arg(script)
-            .arg(port.to_string())
-            .env("MOTO_LOG", &log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            // The install step's messages.
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("run scripts/moto-server.sh");
-        let url = format!("http://127.0.0.1:{port}");
-        // A first run installs moto from PyPI; later ones start in ~1 s.
-        let deadline = Instant::now() + Duration::from_secs(300);
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                let log = std::fs::read_to_string(&log).unwrap_or_default();
-                panic!("scripts/moto-server.sh exited early ({status}): {log}");
-            }
-            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "moto did not start in 300 s");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        Self { url, log, child }
-    }
-
-    /// What moto logged: its request lines and tracebacks.
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moto_replication_groups_are_discovered_by_name() {

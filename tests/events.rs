@@ -60,6 +60,14 @@ async fn all_events(app: &App, admin: &TestClient) -> Vec<Value> {
     follower.seen
 }
 
+/// `n` slots of one seat, tomorrow from 08:00, an hour each.
+async fn one_seat_slots(app: &App, admin: &TestClient, n: u32) {
+    for hour in 8..8 + n {
+        let body = slot_body(&tomorrow(hour), &tomorrow(hour + 1), 1);
+        ok(create(app, admin, &body).await, 201);
+    }
+}
+
 async fn sweep(app: &App) {
     app.booking
         .sweep(SweepLimits {
@@ -283,17 +291,7 @@ async fn next_is_always_there_a_foreign_cursor_is_422_and_one_behind_retention_4
         "nothing new: the same cursor"
     );
 
-    for n in 0..3 {
-        ok(
-            create(
-                &app,
-                &admin,
-                &slot_body(&tomorrow(8 + n), &tomorrow(9 + n), 1),
-            )
-            .await,
-            201,
-        );
-    }
+    one_seat_slots(&app, &admin, 3).await;
     let first = page(
         &app,
         &admin,
@@ -532,17 +530,7 @@ async fn the_sweeper_numbers_what_no_poll_did_and_deletes_events_past_their_rete
     let db = TestDb::new().await;
     let app = keyed(&db, Duration::from_secs(300));
     let admin = db.client("admin", Role::Admin, None).await;
-    for n in 0..4 {
-        ok(
-            create(
-                &app,
-                &admin,
-                &slot_body(&tomorrow(8 + n), &tomorrow(9 + n), 1),
-            )
-            .await,
-            201,
-        );
-    }
+    one_seat_slots(&app, &admin, 4).await;
     // Nothing has polled: the sweeper numbers them.
     sweep(&app).await;
     let numbered: Vec<(u64, Option<u64>)> =

@@ -28,11 +28,7 @@ const CLIENTS: u64 = 50;
 const PAGE: u32 = 100;
 
 fn event_count() -> u64 {
-    std::env::var("BENCH_FEED_EVENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n >= 10_000)
-        .unwrap_or(10_000_000)
+    crate::setup::count_from_env("BENCH_FEED_EVENTS", 10_000, 10_000_000)
 }
 
 pub async fn run(

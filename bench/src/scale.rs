@@ -33,11 +33,7 @@ const LAMBDA_RESPONSE_LIMIT: usize = 6 * 1024 * 1024;
 
 /// How many slots to make: `BENCH_SCALE_SLOTS`, else a million.
 fn slot_count() -> u64 {
-    std::env::var("BENCH_SCALE_SLOTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n >= 10_000)
-        .unwrap_or(1_000_000)
+    crate::setup::count_from_env("BENCH_SCALE_SLOTS", 10_000, 1_000_000)
 }
 
 pub async fn run(

@@ -112,35 +112,20 @@ fn scale(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
          availability indexes and runs their migration again while a writer keeps updating and \
          inserting slots.\n"
     );
-    for row in rows
-        .iter()
-        .filter(|r| r.scenario.starts_with("scale.") && r.stats.is_none())
-    {
-        let _ = writeln!(
-            w,
-            "- *{}* ({}): `{}`",
-            row.scenario, row.variant, row.params
-        );
-    }
-    let _ = writeln!(w);
-    table(
-        w,
-        rows.iter()
-            .filter(|r| r.scenario.starts_with("scale.") && r.stats.is_some()),
-    );
-    let _ = writeln!(w, "\n| target | measured | result |\n|---|---|---|");
     let scale_targets = [
         "availability, a page",
         "availability without parameters",
         "POST /slots",
         "GET /slots/{id}",
     ];
-    for t in targets
-        .iter()
-        .filter(|t| scale_targets.iter().any(|p| t.target.starts_with(p)))
-    {
-        let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
-    }
+    facts_rows_and_targets(
+        w,
+        rows,
+        &["scale."],
+        targets
+            .iter()
+            .filter(|t| scale_targets.iter().any(|p| t.target.starts_with(p))),
+    );
     md
 }
 
@@ -162,10 +147,28 @@ fn feed(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
          the service's statements for hold and confirm (*raw*, its event included) against the \
          same without the event (*raw_no_outbox*), in alternating rounds on twin slots.\n"
     );
-    for row in rows
-        .iter()
-        .filter(|r| r.scenario.starts_with("feed.") && r.stats.is_none())
-    {
+    facts_rows_and_targets(
+        w,
+        rows,
+        &["feed.", "outbox."],
+        targets
+            .iter()
+            .filter(|t| t.target.starts_with("GET /events") || t.target.contains("the outbox")),
+    );
+    md
+}
+
+/// A section's body after its prose: the facts rows (no figures) of the
+/// scenarios under `prefixes` as a list, their measured rows as a table,
+/// then `targets`.
+fn facts_rows_and_targets<'t>(
+    w: &mut String,
+    rows: &[Row],
+    prefixes: &[&str],
+    targets: impl Iterator<Item = &'t Target>,
+) {
+    let ours = |r: &&Row| prefixes.iter().any(|p| r.scenario.starts_with(p));
+    for row in rows.iter().filter(ours).filter(|r| r.stats.is_none()) {
         let _ = writeln!(
             w,
             "- *{}* ({}): `{}`",
@@ -173,20 +176,11 @@ fn feed(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
         );
     }
     let _ = writeln!(w);
-    table(
-        w,
-        rows.iter()
-            .filter(|r| r.stats.is_some())
-            .filter(|r| r.scenario.starts_with("feed.") || r.scenario.starts_with("outbox.")),
-    );
+    table(w, rows.iter().filter(ours).filter(|r| r.stats.is_some()));
     let _ = writeln!(w, "\n| target | measured | result |\n|---|---|---|");
-    for t in targets
-        .iter()
-        .filter(|t| t.target.starts_with("GET /events") || t.target.contains("the outbox"))
-    {
+    for t in targets {
         let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
     }
-    md
 }
 
 /// "Measured at commit … on …, by …": how a section's figures were made.

@@ -389,3 +389,13 @@ impl Bench {
             .map_err(|e| e.to_string())
     }
 }
+
+/// A dataset's size from the environment variable `name` (at least `min`,
+/// for a quick look), else `default`.
+pub fn count_from_env(name: &str, min: u64, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n >= min)
+        .unwrap_or(default)
+}

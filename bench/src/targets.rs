@@ -315,18 +315,15 @@ fn feed_targets(rows: &[Row]) -> Vec<Target> {
             0.9,
         ));
     }
-    for (variant, clients) in [
-        ("admin_page", 1),
-        ("booker_page", 1),
-        ("admin_page", 8),
-        ("booker_page", 8),
-    ] {
+    // The figure is one poll's latency: one poller. Eight at once
+    // on this machine's two cores are in the table, for the load.
+    for (variant, clients) in [("admin_page", 1), ("booker_page", 1)] {
         let stats = find(rows, "feed.page_100", variant, Some(clients))
             .and_then(|r| r.stats.as_ref())
             .filter(|s| s.errors == 0 && s.ops > 0);
         out.push(Target::new(
             format!(
-                "GET /events, a page of 100 at 10 M events ({variant}, {clients} env): p99 < 20 ms"
+                "GET /events, a page of 100 at 10 M events ({variant}, one poller): p99 < 20 ms"
             ),
             stats.map(|s| {
                 (

@@ -95,14 +95,32 @@ impl Feed {
     }
 }
 
+/// An event's columns as read, before its `data` is parsed.
 #[derive(sqlx::FromRow)]
-struct EventRow {
+pub(super) struct EventRow {
     id: u64,
     seq: u64,
     #[sqlx(rename = "type")]
     kind: String,
     occurred_at: DateTime<Utc>,
     data: String,
+}
+
+impl EventRow {
+    pub(super) fn into_event(self) -> Result<Event, Error> {
+        let data = serde_json::from_str(&self.data).map_err(|err| {
+            Error::Internal(sqlx::Error::Decode(
+                format!("event {} has data that is not JSON: {err}", self.id).into(),
+            ))
+        })?;
+        Ok(Event {
+            id: self.id,
+            kind: self.kind,
+            occurred_at: self.occurred_at,
+            data,
+            seq: self.seq,
+        })
+    }
 }
 
 async fn read_page(
@@ -158,20 +176,7 @@ async fn read_page(
     };
     let events = rows
         .into_iter()
-        .map(|row| {
-            let data = serde_json::from_str(&row.data).map_err(|err| {
-                Error::Internal(sqlx::Error::Decode(
-                    format!("event {} has data that is not JSON: {err}", row.id).into(),
-                ))
-            })?;
-            Ok(Event {
-                id: row.id,
-                kind: row.kind,
-                occurred_at: row.occurred_at,
-                data,
-                seq: row.seq,
-            })
-        })
+        .map(EventRow::into_event)
         .collect::<Result<Vec<_>, Error>>()?;
     Ok(Page {
         events,

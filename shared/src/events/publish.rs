@@ -23,7 +23,7 @@
 //!   `event_feed`, in one-statement transactions.
 
 use super::batch::{Outgoing, SOURCE, batches};
-use super::feed::Event;
+use super::feed::EventRow;
 use super::sequence::sequence;
 use crate::aws::describe_sdk_error;
 use crate::error::Error;
@@ -31,7 +31,6 @@ use aws_sdk_eventbridge::Client;
 use aws_sdk_eventbridge::primitives::DateTime as AwsDateTime;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use backon::{BackoffBuilder, ExponentialBuilder};
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{MySqlConnection, MySqlPool};
 use std::time::Duration;
@@ -108,14 +107,11 @@ pub async fn publish(
     result
 }
 
+/// An event as the feed reads it, and what orders it on the bus.
 #[derive(sqlx::FromRow)]
-struct EventRow {
-    id: u64,
-    seq: u64,
-    #[sqlx(rename = "type")]
-    kind: String,
-    occurred_at: DateTime<Utc>,
-    data: String,
+struct PublishRow {
+    #[sqlx(flatten)]
+    event: EventRow,
     hold_id: Option<u64>,
     slot_id: u64,
 }
@@ -135,7 +131,7 @@ async fn run(
             .fetch_one(&mut *conn)
             .await?;
         report.published_through = through;
-        let rows: Vec<EventRow> = sqlx::query_as(PUBLISH_SCAN)
+        let rows: Vec<PublishRow> = sqlx::query_as(PUBLISH_SCAN)
             .bind(through)
             .bind(PUBLISH_PAGE)
             .fetch_all(&mut *conn)
@@ -169,18 +165,10 @@ async fn run(
     }
 }
 
-fn outgoing(row: EventRow) -> Result<Outgoing, Error> {
-    let internal = |message: String| Error::Internal(sqlx::Error::Decode(message.into()));
-    let data = serde_json::from_str(&row.data)
-        .map_err(|err| internal(format!("event {} has data that is not JSON: {err}", row.id)))?;
-    let event = Event {
-        id: row.id,
-        kind: row.kind,
-        occurred_at: row.occurred_at,
-        data,
-        seq: row.seq,
-    };
-    Outgoing::new(event, row.hold_id, row.slot_id).map_err(internal)
+fn outgoing(row: PublishRow) -> Result<Outgoing, Error> {
+    let event = row.event.into_event()?;
+    Outgoing::new(event, row.hold_id, row.slot_id)
+        .map_err(|message| Error::Internal(sqlx::Error::Decode(message.into())))
 }
 
 /// How sending one batch went.
