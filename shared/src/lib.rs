@@ -134,7 +134,13 @@ impl App {
             resolved.cache_password.as_ref(),
         )?;
         if let Some(bus) = config::trigger_bus(|key| std::env::var(key).ok()) {
-            let client = aws_sdk_eventbridge::Client::new(&aws::load().await);
+            // The look-ups' SDK configuration when there was one: one HTTPS
+            // client and one credentials chain per cold start.
+            let sdk = match resolved.sdk {
+                Some(sdk) => sdk,
+                None => aws::load().await,
+            };
+            let client = aws_sdk_eventbridge::Client::new(&sdk);
             app.publish_trigger = Some(events::PublishTrigger::new(client, &bus));
         }
         tracing::info!(

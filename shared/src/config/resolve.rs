@@ -13,6 +13,10 @@ pub struct Resolved {
     pub config: Config,
     pub database_password: Option<Secret>,
     pub cache_password: Option<Secret>,
+    /// The SDK configuration the look-ups used, for the start's other AWS
+    /// clients (the publisher's trigger): loaded once. `None` when the
+    /// settings needed no look-up.
+    pub sdk: Option<SdkConfig>,
 }
 
 impl Settings {
@@ -30,6 +34,7 @@ impl Settings {
                 config,
                 database_password: None,
                 cache_password: None,
+                sdk: None,
             });
         }
         // Boxed: the SDK's futures are deep, and a caller's future that
@@ -68,6 +73,7 @@ impl Settings {
             config: self.into_config(database_url, redis_url, cache_user),
             database_password,
             cache_password,
+            sdk: Some(sdk.clone()),
         })
     }
 
