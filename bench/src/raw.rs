@@ -20,7 +20,8 @@ use shared::booking::{
     RECLAIM_COUNT, RECLAIM_LOCK,
 };
 use shared::cache::Keys;
-use shared::events::EVENT_INSERT;
+use shared::db::Tx;
+use shared::events::{EventType, NewEvent, insert_sql};
 use sqlx::{MySqlConnection, MySqlPool};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
@@ -33,9 +34,13 @@ pub enum Outbox {
     Off,
 }
 
-/// The event of a change to `row`, as the service writes it: the hold's
-/// JSON (the same fields) in one INSERT.
-async fn record(conn: &mut MySqlConnection, kind: &str, row: &HoldRow) -> Result<()> {
+/// COMMIT, with the event of the change to `row` as the service writes
+/// it (the hold's JSON, the same fields) when `outbox` is on: one INSERT
+/// sent with the COMMIT in one packet.
+async fn commit(tx: Tx<'_>, outbox: Outbox, kind: EventType, row: &HoldRow) -> Result<()> {
+    if outbox == Outbox::Off {
+        return tx.commit().await;
+    }
     let at = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
     let data = serde_json::json!({
         "id": row.0, "slot_id": row.1, "status": row.5, "quantity": row.3, "active": row.11,
@@ -43,16 +48,15 @@ async fn record(conn: &mut MySqlConnection, kind: &str, row: &HoldRow) -> Result
         "confirmed_at": row.7.as_ref().map(at), "cancelled_at": row.8.as_ref().map(at),
         "created_at": at(&row.9), "updated_at": at(&row.10),
     });
-    sqlx::query(EVENT_INSERT)
-        .bind(kind)
-        .bind(row.2)
-        .bind(row.1)
-        .bind(row.0)
-        .bind(row.10.naive_utc())
-        .bind(data.to_string())
-        .execute(conn)
-        .await?;
-    Ok(())
+    let event = NewEvent {
+        kind,
+        client_id: Some(row.2),
+        slot_id: row.1,
+        hold_id: Some(row.0),
+        occurred_at: Some(row.10.naive_utc()),
+        data: data.to_string(),
+    };
+    tx.commit_after(insert_sql(&[event])).await
 }
 
 /// The hold resource's columns, decoded into the same types the service
@@ -120,7 +124,8 @@ pub async fn hold(
         (Some(b), _) if b < i64::from(quantity) => return Ok(Outcome::Done("409")),
         _ => {}
     }
-    let mut tx = pool.begin().await?;
+    let mut conn = pool.acquire().await?;
+    let mut tx = Tx::begin(&mut conn).await?;
     let claim = sqlx::query(Booking::HOLD_CLAIM)
         .bind(quantity)
         .bind(slot)
@@ -142,6 +147,7 @@ pub async fn hold(
             .fetch_optional(&mut *tx)
             .await?;
         if again.is_some() {
+            tx.rollback().await?;
             return Ok(Outcome::Done("200"));
         }
         if u64::from(held) + u64::from(quantity) > u64::from(remaining) {
@@ -163,6 +169,7 @@ pub async fn hold(
         .execute(&mut *tx)
         .await?;
     if inserted.rows_affected() == 0 {
+        tx.rollback().await?;
         return Ok(Outcome::Done("409")); // the slot has started
     }
     let id = inserted.last_insert_id();
@@ -170,10 +177,7 @@ pub async fn hold(
         .bind(id)
         .fetch_one(&mut *tx)
         .await?;
-    if outbox == Outbox::On {
-        record(&mut tx, "hold.created", &hold).await?;
-    }
-    tx.commit().await?;
+    commit(tx, outbox, EventType::HoldCreated, &hold).await?;
     Ok(Outcome::Done("201"))
 }
 
@@ -229,7 +233,8 @@ pub async fn confirm(
         return Ok(Outcome::Done("409"));
     }
     let slot = row.1;
-    let mut tx = pool.begin().await?;
+    let mut conn = pool.acquire().await?;
+    let mut tx = Tx::begin(&mut conn).await?;
     sqlx::query(LOCK_SLOT)
         .bind(slot)
         .fetch_one(&mut *tx)
@@ -239,6 +244,7 @@ pub async fn confirm(
         .fetch_one(&mut *tx)
         .await?;
     if row.5 != "held" || row.12 {
+        tx.rollback().await?;
         return Ok(Outcome::Done("409"));
     }
     let quantity = row.3;
@@ -251,6 +257,7 @@ pub async fn confirm(
         .await?
         .rows_affected();
     if consumed == 0 {
+        tx.rollback().await?;
         return Ok(Outcome::Done("409"));
     }
     sqlx::query(Booking::CONFIRM_MARK)
@@ -261,10 +268,7 @@ pub async fn confirm(
         .bind(hold)
         .fetch_one(&mut *tx)
         .await?;
-    if outbox == Outbox::On {
-        record(&mut tx, "hold.confirmed", &row).await?;
-    }
-    tx.commit().await?;
+    commit(tx, outbox, EventType::HoldConfirmed, &row).await?;
     redis::cmd("DEL")
         .arg(&keys.fresh)
         .arg(&keys.stale)

@@ -3,12 +3,13 @@
 use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
 use super::{Booking, Transition};
 use crate::clients::Caller;
-use crate::db;
+use crate::db::{self, Tx};
 use crate::domain::{HoldId, HoldStatus};
 use crate::error::Error;
-use crate::events::{EventType, record_expired, record_hold};
+use crate::events::{EventType, commit_with, expired_event, hold_event};
 use crate::telemetry::{self, Metric};
-use sqlx::{Connection, MySqlConnection};
+use sqlx::MySql;
+use sqlx::pool::PoolConnection;
 
 impl Booking {
     /// Cancels a hold. A held hold (active or expired) frees its seats by
@@ -47,23 +48,24 @@ impl Booking {
 
     async fn cancel_once(
         &self,
-        conn: &mut MySqlConnection,
+        conn: &mut PoolConnection<MySql>,
         caller: &Caller,
         hold_id: HoldId,
     ) -> Result<Transition, Error> {
         // The owner's or an admin's only; checked once, before any lock.
-        let (hold, _) = find_touchable(&mut *conn, caller, hold_id).await?;
+        let (hold, _) = find_touchable(conn, caller, hold_id).await?;
         if hold.status == HoldStatus::Cancelled {
             return Ok(Transition {
                 hold,
                 changed: false,
             });
         }
-        let mut tx = conn.begin().await?;
+        let mut tx = Tx::begin(conn).await?;
         lock_slot(&mut tx, hold.slot_id).await?;
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
         let release = match hold.status {
             HoldStatus::Cancelled => {
+                tx.rollback().await?;
                 return Ok(Transition {
                     hold,
                     changed: false,
@@ -82,8 +84,9 @@ impl Booking {
         // just now) has had no `hold.expired` yet: it expired before it
         // was cancelled, so that event comes first. One a reclaim gave
         // back has had it, from that reclaim.
+        let mut events = Vec::with_capacity(2);
         if hold.status == HoldStatus::Held && expired && released == 1 {
-            record_expired(&mut tx, std::slice::from_ref(&hold)).await?;
+            events.push(expired_event(&hold)?);
         }
         sqlx::query(Self::CANCEL_MARK)
             .bind(hold_id.0)
@@ -92,8 +95,8 @@ impl Booking {
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
-        record_hold(&mut tx, EventType::HoldCancelled, &hold).await?;
-        tx.commit().await?;
+        events.push(hold_event(EventType::HoldCancelled, &hold)?);
+        commit_with(tx, &events).await?;
         Ok(Transition {
             hold,
             changed: true,

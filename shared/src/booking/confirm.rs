@@ -3,12 +3,13 @@
 use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
 use super::{Booking, Transition};
 use crate::clients::Caller;
-use crate::db;
+use crate::db::{self, Tx};
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
-use crate::events::{EventType, record_hold};
+use crate::events::{EventType, commit_with, hold_event};
 use crate::telemetry::{self, Metric};
-use sqlx::{Connection, MySqlConnection};
+use sqlx::MySql;
+use sqlx::pool::PoolConnection;
 
 impl Booking {
     /// Turns a held, unexpired hold into a booking and consumes its
@@ -47,19 +48,19 @@ impl Booking {
 
     async fn confirm_once(
         &self,
-        conn: &mut MySqlConnection,
+        conn: &mut PoolConnection<MySql>,
         caller: &Caller,
         hold_id: HoldId,
     ) -> Result<Transition, Error> {
         // A plain read, the owner's or an admin's only (checked once,
         // before any lock), answers the final states without any lock and
         // tells which slot to lock.
-        let (hold, expired) = find_touchable(&mut *conn, caller, hold_id).await?;
+        let (hold, expired) = find_touchable(conn, caller, hold_id).await?;
         let slot_id = hold.slot_id;
         if let Some(done) = confirm_decided(hold, expired)? {
             return Ok(done);
         }
-        let mut tx = conn.begin().await?;
+        let mut tx = Tx::begin(conn).await?;
         // Lock order of every transaction: the slot row, then hold rows.
         lock_slot(&mut tx, slot_id).await?;
         // Check again under the locks, in this order: "already confirmed"
@@ -71,8 +72,16 @@ impl Booking {
         // this one can never see it confirmed (bookable would be −1).
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
         let quantity = hold.quantity;
-        if let Some(done) = confirm_decided(hold, expired)? {
-            return Ok(done);
+        match confirm_decided(hold, expired) {
+            Ok(None) => {}
+            Ok(Some(done)) => {
+                tx.rollback().await?;
+                return Ok(done);
+            }
+            Err(refused) => {
+                tx.rollback().await?;
+                return Err(refused);
+            }
         }
         // Consume the seats: check and write are one statement. The hold is
         // active, so it is counted in `held` (expires_at > now >=
@@ -86,6 +95,7 @@ impl Booking {
             .await?
             .rows_affected();
         if consumed == 0 {
+            tx.rollback().await?;
             return Err(Error::CapacityExhausted(slot_id));
         }
         sqlx::query(Self::CONFIRM_MARK)
@@ -95,8 +105,7 @@ impl Booking {
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
-        record_hold(&mut tx, EventType::HoldConfirmed, &hold).await?;
-        tx.commit().await?;
+        commit_with(tx, &[hold_event(EventType::HoldConfirmed, &hold)?]).await?;
         Ok(Transition {
             hold,
             changed: true,

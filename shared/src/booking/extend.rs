@@ -8,12 +8,13 @@
 use super::Booking;
 use super::sql::{HoldRow, find_by_id, find_touchable, lock_slot};
 use crate::clients::Caller;
-use crate::db;
+use crate::db::{self, Tx};
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
-use crate::events::{EventType, record_hold};
+use crate::events::{EventType, commit_with, hold_event};
 use chrono::{DateTime, Utc};
-use sqlx::{Connection, MySqlConnection};
+use sqlx::MySql;
+use sqlx::pool::PoolConnection;
 
 impl Booking {
     /// Moves an active hold's `expires_at` to `min(now + HOLD_TTL_SECONDS,
@@ -47,17 +48,17 @@ impl Booking {
 
     async fn extend_once(
         &self,
-        conn: &mut MySqlConnection,
+        conn: &mut PoolConnection<MySql>,
         caller: &Caller,
         hold_id: HoldId,
     ) -> Result<Hold, Error> {
         // A plain read, the owner's or an admin's only (checked once,
         // before any lock), answers the final states without any lock and
         // tells which slot to lock.
-        let (hold, expired) = find_touchable(&mut *conn, caller, hold_id).await?;
+        let (hold, expired) = find_touchable(conn, caller, hold_id).await?;
         refuse_final(&hold, expired)?;
         let slot_id = hold.slot_id;
-        let mut tx = conn.begin().await?;
+        let mut tx = Tx::begin(conn).await?;
         // Lock order of every transaction: the slot row, then hold rows.
         lock_slot(&mut tx, slot_id).await?;
         let ttl = micros(self.hold_ttl);
@@ -70,12 +71,21 @@ impl Booking {
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
         let hold = locked.row.into_hold()?;
-        refuse_final(&hold, locked.expired)?;
-        if locked.closed.unwrap_or(true) {
-            return Err(Error::SlotClosed(slot_id));
-        }
-        if locked.extended_to <= hold.expires_at {
-            return Err(Error::ExtensionLimitReached(hold_id));
+        let refused = refuse_final(&hold, locked.expired)
+            .err()
+            .or_else(|| {
+                locked
+                    .closed
+                    .unwrap_or(true)
+                    .then_some(Error::SlotClosed(slot_id))
+            })
+            .or_else(|| {
+                (locked.extended_to <= hold.expires_at)
+                    .then_some(Error::ExtensionLimitReached(hold_id))
+            });
+        if let Some(refused) = refused {
+            tx.rollback().await?;
+            return Err(refused);
         }
         sqlx::query(Self::EXTEND_APPLY)
             .bind(locked.extended_to)
@@ -85,8 +95,7 @@ impl Booking {
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
-        record_hold(&mut tx, EventType::HoldExtended, &hold).await?;
-        tx.commit().await?;
+        commit_with(tx, &[hold_event(EventType::HoldExtended, &hold)?]).await?;
         Ok(hold)
     }
 }

@@ -4,12 +4,13 @@ use super::reclaim::reclaim_locked;
 use super::sql::{find_by_id, find_by_key};
 use super::{Booking, HoldOutcome};
 use crate::clients::{Caller, ClientId};
-use crate::db;
+use crate::db::{self, Tx};
 use crate::domain::{Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::{Error, KeyReuse};
-use crate::events::{EventType, record_hold};
+use crate::events::{EventType, commit_with, hold_event};
 use crate::telemetry::{self, Metric};
-use sqlx::{Connection, MySqlConnection};
+use sqlx::MySql;
+use sqlx::pool::PoolConnection;
 
 impl Booking {
     /// Places a hold on `quantity` seats of `slot_id` (all or nothing) for
@@ -80,7 +81,7 @@ impl Booking {
 
     async fn hold_once(
         &self,
-        conn: &mut MySqlConnection,
+        conn: &mut PoolConnection<MySql>,
         client: ClientId,
         wanted: Wanted,
         key: &IdempotencyKey,
@@ -100,10 +101,10 @@ impl Booking {
                 .bind(key.as_str())
                 .bind(slot_id.0)
                 .bind(slot_id.0)
-                .fetch_one(&mut *conn)
+                .fetch_one(&mut **conn)
                 .await?;
         if let Some(id) = key_hold {
-            let hold = find_by_id(&mut *conn, HoldId(id)).await?;
+            let hold = find_by_id(&mut **conn, HoldId(id)).await?;
             return replay(hold.ok_or(Error::HoldNotFound(HoldId(id)))?, wanted);
         }
         // No figure is not proof that the slot is missing: a scalar subquery
@@ -116,7 +117,7 @@ impl Booking {
             return Err(Error::CapacityExhausted(slot_id));
         }
 
-        let mut tx = conn.begin().await?;
+        let mut tx = Tx::begin(conn).await?;
         // 2. Claim the seats: the condition is inside the write, and the
         //    write takes the slot's row lock. It is the transaction's first
         //    statement, so no snapshot exists yet: every plain read below
@@ -139,12 +140,14 @@ impl Booking {
             //     expired since the last reclaim, then claim if they free
             //     enough.
             let Some(counters) = reclaim_locked(&mut tx, slot_id).await? else {
+                tx.rollback().await?;
                 return Err(Error::SlotNotFound(slot_id));
             };
             // A request with the same key may have committed while we
             // waited for the lock: on a full slot it must be replayed, not
             // refused (on a slot with room the UNIQUE index catches it).
             if let Some(hold) = find_by_key(&mut *tx, client, key).await? {
+                tx.rollback().await?; // a later reclaim redoes this one
                 return replay(hold, wanted);
             }
             if u64::from(counters.held) + u64::from(quantity) > u64::from(counters.remaining) {
@@ -172,19 +175,19 @@ impl Booking {
             Ok(done) if done.rows_affected() == 1 => HoldId(done.last_insert_id()),
             Ok(_) => {
                 // The slot started while this request waited for its lock.
-                drop(tx); // rolls the claim back
+                tx.rollback().await?; // the claim
                 // A same-key request that committed meanwhile is still a
                 // replay (on a slot with room nothing else found it).
-                return match find_by_key(&mut *conn, client, key).await? {
+                return match find_by_key(&mut **conn, client, key).await? {
                     Some(hold) => replay(hold, wanted),
                     None => Err(Error::SlotClosed(slot_id)),
                 };
             }
             Err(err) if db::is_unique_violation(&err) => {
-                drop(tx); // rolls the claim back
+                tx.rollback().await?; // the claim
                 // The winner has committed (the index waited for it): its
                 // hold is the answer, or, for another fingerprint, 422.
-                return match find_by_key(&mut *conn, client, key).await? {
+                return match find_by_key(&mut **conn, client, key).await? {
                     Some(hold) => replay(hold, wanted),
                     None => Err(Error::Internal(err)),
                 };
@@ -194,9 +197,8 @@ impl Booking {
         let hold = find_by_id(&mut *tx, id)
             .await?
             .ok_or(Error::HoldNotFound(id))?;
-        // 4. Its event, last, in the same transaction.
-        record_hold(&mut tx, EventType::HoldCreated, &hold).await?;
-        tx.commit().await?;
+        // 4. Its event, last, in the same transaction: with the COMMIT.
+        commit_with(tx, &[hold_event(EventType::HoldCreated, &hold)?]).await?;
         Ok(HoldOutcome {
             hold,
             created: true,

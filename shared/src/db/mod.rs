@@ -212,9 +212,11 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
 #[macro_use]
 mod deadline;
 mod run;
+mod tx;
 pub use deadline::{DEFAULT_BUDGET, Deadline};
 pub(crate) use run::transact;
 pub use run::{OPERATION_DEADLINE, Run, within};
+pub use tx::Tx;
 
 #[cfg(test)]
 mod tests {

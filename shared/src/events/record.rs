@@ -1,13 +1,16 @@
 //! The writers' half of the outbox: one row per change, inserted by the
 //! transaction that makes the change, under the slot's lock, after the
-//! change's own statements. Nothing here reads or takes another lock, so
-//! the feed costs a booking one INSERT (docs/BENCHMARKS.md).
+//! change's own statements. Nothing here reads or takes another lock. A
+//! hold's events travel with its COMMIT ([`commit_with`]), so the feed
+//! costs a booking no round trip (docs/BENCHMARKS.md, "outbox").
 
-use crate::domain::{Hold, Slot, SlotId};
+use crate::db::Tx;
+use crate::domain::{Hold, Slot};
 use crate::error::Error;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::Serialize;
 use sqlx::{MySql, MySqlConnection, QueryBuilder};
+use std::fmt::Write;
 
 /// What happened (SPEC §12); the string is the event's `type` and, on
 /// EventBridge, its `detail-type`.
@@ -58,14 +61,18 @@ pub const EVENT_INSERT: &str = "INSERT INTO events (type, client_id, slot_id, ho
 /// Rows per INSERT: a batch of slots (≤ 500) or a reclaim's expired holds.
 const ROWS_PER_INSERT: usize = 500;
 
-/// A row to insert.
-struct Row {
-    kind: EventType,
-    client_id: Option<u64>,
-    slot_id: SlotId,
-    hold_id: Option<u64>,
-    occurred_at: Option<chrono::NaiveDateTime>,
-    data: String,
+/// An event to insert.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub kind: EventType,
+    /// Who sees it besides admins: the hold's owner (`None`: everyone).
+    pub client_id: Option<u64>,
+    pub slot_id: u64,
+    pub hold_id: Option<u64>,
+    /// `None`: the INSERT's own now.
+    pub occurred_at: Option<NaiveDateTime>,
+    /// The resource, as JSON.
+    pub data: String,
 }
 
 fn json<T: Serialize>(resource: &T) -> Result<String, Error> {
@@ -73,11 +80,11 @@ fn json<T: Serialize>(resource: &T) -> Result<String, Error> {
         .map_err(|err| Error::Internal(sqlx::Error::Encode(Box::new(err))))
 }
 
-fn hold_row(kind: EventType, hold: &Hold, occurred_at: DateTime<Utc>) -> Result<Row, Error> {
-    Ok(Row {
+fn hold_row(kind: EventType, hold: &Hold, occurred_at: DateTime<Utc>) -> Result<NewEvent, Error> {
+    Ok(NewEvent {
         kind,
         client_id: Some(hold.client_id.0),
-        slot_id: hold.slot_id,
+        slot_id: hold.slot_id.0,
         hold_id: Some(hold.id.0),
         occurred_at: Some(occurred_at.naive_utc()),
         data: json(hold)?,
@@ -87,12 +94,63 @@ fn hold_row(kind: EventType, hold: &Hold, occurred_at: DateTime<Utc>) -> Result<
 /// The event of a change to `hold`, which is the hold as read after the
 /// change in the same transaction; it happened at the hold's `updated_at`,
 /// written by the change itself.
-pub(crate) async fn record_hold(
-    conn: &mut MySqlConnection,
-    kind: EventType,
-    hold: &Hold,
-) -> Result<(), Error> {
-    insert(conn, vec![hold_row(kind, hold, hold.updated_at)?]).await
+pub(crate) fn hold_event(kind: EventType, hold: &Hold) -> Result<NewEvent, Error> {
+    hold_row(kind, hold, hold.updated_at)
+}
+
+/// `hold.expired` for `hold` (read under the slot's lock, expired by
+/// then): it happened at the hold's expiry.
+pub(crate) fn expired_event(hold: &Hold) -> Result<NewEvent, Error> {
+    hold_row(EventType::HoldExpired, hold, hold.expires_at)
+}
+
+/// Commits `tx` with `events` inserted last, in one round trip: the INSERT
+/// and the COMMIT travel as one packet ([`Tx::commit_after`]), in order,
+/// so each event gets a larger id than those before it.
+pub(crate) async fn commit_with(tx: Tx<'_>, events: &[NewEvent]) -> Result<(), Error> {
+    tx.commit_after(insert_sql(events)).await?;
+    Ok(())
+}
+
+/// One INSERT of `events` as text, every value a literal that cannot be
+/// read as SQL: integers, `NULL`, a time chrono formats (digits and
+/// separators) and strings as hexadecimal (`_utf8mb4 X'…'`, their UTF-8
+/// bytes), so no quoting or escaping is involved. For a statement that
+/// shares its packet with others ([`Tx::commit_after`]), which no prepared
+/// statement can.
+pub fn insert_sql(events: &[NewEvent]) -> String {
+    let mut sql = String::from(
+        "INSERT INTO events (type, client_id, slot_id, hold_id, occurred_at, data) VALUES ",
+    );
+    for (i, event) in events.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = write!(sql, "{sep}(");
+        push_hex(&mut sql, "ascii", event.kind.as_str());
+        let _ = write!(
+            sql,
+            ", {}, {}, {}, ",
+            literal(event.client_id),
+            event.slot_id,
+            literal(event.hold_id)
+        );
+        match event.occurred_at {
+            Some(at) => {
+                let _ = write!(sql, "'{}', ", at.format("%Y-%m-%d %H:%M:%S%.6f"));
+            }
+            None => sql.push_str("UTC_TIMESTAMP(6), "),
+        }
+        push_hex(&mut sql, "utf8mb4", &event.data);
+        sql.push(')');
+    }
+    sql
+}
+
+fn literal(value: Option<u64>) -> String {
+    value.map_or_else(|| String::from("NULL"), |value| value.to_string())
+}
+
+fn push_hex(sql: &mut String, charset: &str, text: &str) {
+    let _ = write!(sql, "_{charset} X'{}'", hex::encode(text));
 }
 
 /// `hold.expired` for each of `holds` (read under the slot's lock, expired
@@ -103,7 +161,7 @@ pub(crate) async fn record_expired(
 ) -> Result<(), Error> {
     let rows = holds
         .iter()
-        .map(|hold| hold_row(EventType::HoldExpired, hold, hold.expires_at))
+        .map(expired_event)
         .collect::<Result<Vec<_>, _>>()?;
     insert(conn, rows).await
 }
@@ -118,10 +176,10 @@ pub(crate) async fn record_slots(
     let rows = slots
         .iter()
         .map(|slot| {
-            Ok(Row {
+            Ok(NewEvent {
                 kind,
                 client_id: None,
-                slot_id: slot.id,
+                slot_id: slot.id.0,
                 hold_id: None,
                 // A deletion leaves no `updated_at` behind: the INSERT's now.
                 occurred_at: (kind != EventType::SlotDeleted)
@@ -133,12 +191,12 @@ pub(crate) async fn record_slots(
     insert(conn, rows).await
 }
 
-async fn insert(conn: &mut MySqlConnection, rows: Vec<Row>) -> Result<(), Error> {
+async fn insert(conn: &mut MySqlConnection, rows: Vec<NewEvent>) -> Result<(), Error> {
     if let [row] = rows.as_slice() {
         sqlx::query(EVENT_INSERT)
             .bind(row.kind.as_str())
             .bind(row.client_id)
-            .bind(row.slot_id.0)
+            .bind(row.slot_id)
             .bind(row.hold_id)
             .bind(row.occurred_at)
             .bind(&row.data)
@@ -154,7 +212,7 @@ async fn insert(conn: &mut MySqlConnection, rows: Vec<Row>) -> Result<(), Error>
             values
                 .push_bind(row.kind.as_str())
                 .push_bind(row.client_id)
-                .push_bind(row.slot_id.0)
+                .push_bind(row.slot_id)
                 .push_bind(row.hold_id)
                 .push("COALESCE(")
                 .push_bind_unseparated(row.occurred_at)

@@ -1,0 +1,142 @@
+//! The confirm scenarios, and what the outbox costs hold and confirm: the
+//! same alternating rounds as the holds, on confirms of pre-made holds.
+
+use super::{Arm, HoldCase, Preload, Timing, Variant, compare_holds, rotated};
+use crate::measure::{self, Budget, Outcome, Sample};
+use crate::report::Row;
+use crate::setup::{Bench, ROOMY};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// confirm: holds on one slot (every confirm queues on its row lock) and
+/// spread over 1,000 slots, at 1 and 8 clients.
+pub async fn confirms(
+    bench: &Bench,
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
+    bench.reset().await?;
+    let variants = [Variant::Service, Variant::ServiceNoCache, Variant::Raw];
+    let cases = [("confirm.one_slot", 1), ("confirm.spread_1000", 1_000)];
+    confirm_cases(bench, timing, emit, &variants, &cases, &[1, 8]).await
+}
+
+/// SPEC §12's cost: the service's statements with their change's event
+/// (the outbox) and without it, in alternating rounds on twin slots, for
+/// hold and confirm, one slot and spread, 1 and 8 environments.
+pub async fn outbox(
+    bench: &Bench,
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
+    let envs = bench.envs(8).await?;
+    let arms = |scenario: &str| -> Vec<Arm> {
+        [Variant::Raw, Variant::RawNoOutbox]
+            .iter()
+            .map(|variant| Arm {
+                scenario: scenario.to_string(),
+                name: variant.name(),
+                preload: Preload::Active(0),
+                variant: *variant,
+                quantity: 1,
+            })
+            .collect()
+    };
+    for (scenario, slots) in [
+        ("outbox.hold.one_slot", 1),
+        ("outbox.hold.spread_1000", 1_000),
+    ] {
+        for clients in [1, 8] {
+            let case = HoldCase {
+                clients,
+                slots,
+                capacity: ROOMY,
+                arms: arms(scenario),
+            };
+            compare_holds(bench, &envs, timing, case, emit).await?;
+        }
+    }
+    let variants = [Variant::Raw, Variant::RawNoOutbox];
+    let cases = [
+        ("outbox.confirm.one_slot", 1),
+        ("outbox.confirm.spread_1000", 1_000),
+    ];
+    confirm_cases(bench, timing, emit, &variants, &cases, &[1, 8]).await
+}
+
+/// Confirms of pre-made holds by each of `variants`, in alternating
+/// rounds, for each `(scenario, slots)` of `cases` at each of `clients`.
+async fn confirm_cases(
+    bench: &Bench,
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+    variants: &[Variant],
+    cases: &[(&str, usize)],
+    client_counts: &[usize],
+) -> Result<(), String> {
+    let envs = bench.envs(8).await?;
+    // Enough pre-made holds for 2,500 confirms/s during the whole case.
+    let total_secs = (timing.seconds + timing.warmup).as_secs_f64() * variants.len() as f64;
+    let per_case = ((2_500.0 * total_secs) as usize).max(1_000);
+    for &(scenario, slot_count) in cases {
+        for &clients in client_counts {
+            let slots = bench.insert_slots(slot_count, ROOMY).await?;
+            let later = bench.db_now_plus(Duration::from_secs(3_600)).await?;
+            let holds = bench
+                .insert_holds(&slots, per_case.div_ceil(slot_count), later)
+                .await?;
+            let holds = Arc::new(holds);
+            let (commit_p50, _) = bench.commit_latency().await?;
+            let cursor = Arc::new(AtomicUsize::new(0));
+            let envs = Arc::new(envs[..clients].to_vec());
+            let op = |variant: Variant| {
+                let (envs, holds, cursor) = (envs.clone(), holds.clone(), cursor.clone());
+                move |client: usize| {
+                    let (envs, holds) = (envs.clone(), holds.clone());
+                    let next = cursor.fetch_add(1, Ordering::Relaxed);
+                    async move {
+                        match holds.get(next) {
+                            Some(&hold) => variant.confirm(&envs[client], hold).await,
+                            None => Ok(Outcome::Exhausted),
+                        }
+                    }
+                }
+            };
+            let mut samples = vec![Sample::default(); variants.len()];
+            for round in 0..timing.rounds {
+                for i in rotated(variants.len(), round) {
+                    let variant = &variants[i];
+                    if round == 0 {
+                        measure::run(clients, Budget::Time(timing.warmup), op(*variant)).await;
+                    }
+                    samples[i].merge(
+                        measure::run(clients, Budget::Time(timing.round()), op(*variant)).await,
+                    );
+                }
+            }
+            for (i, variant) in variants.iter().enumerate() {
+                let params = json!({
+                    "slots": slot_count,
+                    "premade_holds": holds.len(),
+                    "bare_commit_p50_ms": commit_p50,
+                });
+                emit(Row::new(
+                    scenario,
+                    variant.name(),
+                    clients,
+                    params,
+                    samples[i].stats(),
+                ));
+            }
+        }
+    }
+    let oversold = bench.oversold_slots().await?;
+    if !oversold.is_empty() {
+        return Err(format!(
+            "confirm scenarios broke an invariant on slots {oversold:?}"
+        ));
+    }
+    Ok(())
+}
