@@ -29,6 +29,21 @@ fn event(data: &str) -> NewEvent {
     }
 }
 
+/// A write inside `tx` before its last statement: an event by the
+/// prepared INSERT.
+async fn write_prepared(tx: &mut Tx<'_>) {
+    sqlx::query(shared::events::EVENT_INSERT)
+        .bind("slot.created")
+        .bind(None::<u64>)
+        .bind(1_u64)
+        .bind(None::<u64>)
+        .bind(None::<chrono::NaiveDateTime>)
+        .bind("{}")
+        .execute(&mut **tx)
+        .await
+        .unwrap();
+}
+
 async fn events(db: &TestDb) -> Vec<(String, Option<u64>, u64, String)> {
     sqlx::query("SELECT type, client_id, slot_id, data FROM events ORDER BY id")
         .fetch_all(&db.admin)
@@ -114,16 +129,7 @@ async fn a_failed_last_statement_commits_nothing() {
     let pool = one_connection(&db).await;
     let mut conn = pool.acquire().await.unwrap();
     let mut tx = Tx::begin(&mut conn).await.unwrap();
-    sqlx::query(shared::events::EVENT_INSERT)
-        .bind("slot.created")
-        .bind(None::<u64>)
-        .bind(1_u64)
-        .bind(None::<u64>)
-        .bind(None::<chrono::NaiveDateTime>)
-        .bind("{}")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    write_prepared(&mut tx).await;
     let mut bad = insert_sql(&[event("{}")]);
     bad = bad.replace("INSERT INTO events", "INSERT INTO no_such_table");
     let err = tx.commit_after(bad).await.expect_err("no such table");
@@ -172,16 +178,7 @@ async fn a_dropped_transaction_never_reaches_the_pool() {
 
     let mut conn = pool.acquire().await.unwrap();
     let mut tx = Tx::begin(&mut conn).await.unwrap();
-    sqlx::query(shared::events::EVENT_INSERT)
-        .bind("slot.created")
-        .bind(None::<u64>)
-        .bind(1_u64)
-        .bind(None::<u64>)
-        .bind(None::<chrono::NaiveDateTime>)
-        .bind("{}")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    write_prepared(&mut tx).await;
     drop(tx);
     drop(conn);
 

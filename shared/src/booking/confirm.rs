@@ -72,16 +72,9 @@ impl Booking {
         // this one can never see it confirmed (bookable would be −1).
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
         let quantity = hold.quantity;
-        match confirm_decided(hold, expired) {
-            Ok(None) => {}
-            Ok(Some(done)) => {
-                tx.rollback().await?;
-                return Ok(done);
-            }
-            Err(refused) => {
-                tx.rollback().await?;
-                return Err(refused);
-            }
+        if let Some(decided) = confirm_decided(hold, expired).transpose() {
+            tx.rollback().await?;
+            return decided;
         }
         // Consume the seats: check and write are one statement. The hold is
         // active, so it is counted in `held` (expires_at > now >=
