@@ -41,6 +41,9 @@ pub struct App {
     /// Nudges the publisher after a change (`EVENT_BUS_NAME` set); `None`:
     /// the schedule alone runs it.
     pub publish_trigger: Option<events::PublishTrigger>,
+    /// The AWS SDK configuration the cold start loaded (its look-ups, or
+    /// the trigger's client), kept so that nothing loads it twice.
+    sdk: Option<aws_config::SdkConfig>,
 }
 
 impl App {
@@ -116,6 +119,7 @@ impl App {
             slots: Slots::new(pool.clone(), booking.cache().cloned()),
             feed: events::Feed::new(pool.clone()),
             publish_trigger: None,
+            sdk: None,
             clients: ClientAdmin::new(pool),
             gate,
             config,
@@ -133,14 +137,9 @@ impl App {
             resolved.database_password.as_ref(),
             resolved.cache_password.as_ref(),
         )?;
+        app.sdk = resolved.sdk;
         if let Some(bus) = config::trigger_bus(|key| std::env::var(key).ok()) {
-            // The look-ups' SDK configuration when there was one: one HTTPS
-            // client and one credentials chain per cold start.
-            let sdk = match resolved.sdk {
-                Some(sdk) => sdk,
-                None => aws::load().await,
-            };
-            let client = aws_sdk_eventbridge::Client::new(&sdk);
+            let client = aws_sdk_eventbridge::Client::new(&app.sdk_config().await);
             app.publish_trigger = Some(events::PublishTrigger::new(client, &bus));
         }
         tracing::info!(
@@ -157,6 +156,16 @@ impl App {
             "configuration ready"
         );
         Ok(app)
+    }
+
+    /// The SDK configuration the cold start loaded, loading it (and
+    /// keeping it) only when no look-up did: one HTTPS client and one
+    /// credentials chain per cold start.
+    pub async fn sdk_config(&mut self) -> aws_config::SdkConfig {
+        match &self.sdk {
+            Some(sdk) => sdk.clone(),
+            None => self.sdk.insert(aws::load().await).clone(),
+        }
     }
 
     /// The cold start of every function: logging, configuration, clients.

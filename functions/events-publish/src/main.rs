@@ -20,7 +20,7 @@ const LONGEST_RUN: Duration = Duration::from_secs(45);
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let app = &shared::App::from_env_or_exit().await;
+    let mut app = shared::App::from_env_or_exit().await;
     let settings = &match PublisherSettings::from_env() {
         Ok(settings) => settings,
         Err(err) => {
@@ -28,7 +28,9 @@ async fn main() -> Result<(), Error> {
             std::process::exit(1);
         }
     };
-    let client = &aws_sdk_eventbridge::Client::new(&shared::aws::load().await);
+    // The SDK configuration the App's look-ups loaded, when they did.
+    let client = &aws_sdk_eventbridge::Client::new(&app.sdk_config().await);
+    let app = &app;
     let served = run(service_fn(|event: LambdaEvent<Value>| async move {
         let request_id = event.context.request_id.clone();
         let publish = publish(app, client, &settings.bus, event.context.deadline());
