@@ -20,8 +20,10 @@ use shared::booking::{
     RECLAIM_COUNT, RECLAIM_LOCK,
 };
 use shared::cache::Keys;
+use shared::clients::ClientId;
 use shared::db::Tx;
-use shared::events::{EventType, NewEvent, insert_sql};
+use shared::domain::{Hold, HoldId, HoldStatus, SlotId};
+use shared::events::{EventType, hold_event, insert_sql};
 use sqlx::{MySqlConnection, MySqlPool};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
@@ -35,27 +37,28 @@ pub enum Outbox {
 }
 
 /// COMMIT, with the event of the change to `row` as the service writes
-/// it (the hold's JSON, the same fields) when `outbox` is on: one INSERT
-/// sent with the COMMIT in one packet.
+/// it (built by the service's own `hold_event`: the hold resource's JSON)
+/// when `outbox` is on: one INSERT sent with the COMMIT in one packet.
 async fn commit(tx: Tx<'_>, outbox: Outbox, kind: EventType, row: &HoldRow) -> Result<()> {
     if outbox == Outbox::Off {
         return tx.commit().await;
     }
-    let at = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-    let data = serde_json::json!({
-        "id": row.0, "slot_id": row.1, "status": row.5, "quantity": row.3, "active": row.11,
-        "idempotency_key": row.4, "expires_at": at(&row.6),
-        "confirmed_at": row.7.as_ref().map(at), "cancelled_at": row.8.as_ref().map(at),
-        "created_at": at(&row.9), "updated_at": at(&row.10),
-    });
-    let event = NewEvent {
-        kind,
-        client_id: Some(row.2),
-        slot_id: row.1,
-        hold_id: Some(row.0),
-        occurred_at: Some(row.10.naive_utc()),
-        data: data.to_string(),
+    let hold = Hold {
+        id: HoldId(row.0),
+        slot_id: SlotId(row.1),
+        client_id: ClientId(row.2),
+        status: HoldStatus::parse(&row.5)
+            .ok_or_else(|| sqlx::Error::Decode(format!("hold status {:?}", row.5).into()))?,
+        quantity: row.3,
+        active: row.11,
+        idempotency_key: row.4.clone(),
+        expires_at: row.6,
+        confirmed_at: row.7,
+        cancelled_at: row.8,
+        created_at: row.9,
+        updated_at: row.10,
     };
+    let event = hold_event(kind, &hold).map_err(|e| sqlx::Error::Encode(e.to_string().into()))?;
     tx.commit_after(insert_sql(&[event])).await
 }
 

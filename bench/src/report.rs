@@ -68,6 +68,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
     const PAIRS: &[(&str, &str)] = &[
         ("service", "raw"),
         ("raw", "raw_no_outbox"),
+        ("raw_no_outbox_again", "raw_no_outbox"),
         ("service", "service_no_cache"),
         ("service", "service_no_auth"),
         ("service", "redis_get"),

@@ -145,7 +145,11 @@ fn feed(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
          the idle check for unnumbered events, then one snapshot: the feed's bounds and the page. \
          Before the fill, on the empty feed, *outbox.* measures what the outbox costs a booking: \
          the service's statements for hold and confirm (*raw*, its event included) against the \
-         same without the event (*raw_no_outbox*), in alternating rounds on twin slots.\n"
+         same without the event (*raw_no_outbox*), in alternating rounds on twin slots, three \
+         times as long as the other groups; *raw_no_outbox_again* is the same SQL as \
+         *raw_no_outbox* in a third arm of the same rounds, a control: its ratio to \
+         *raw_no_outbox* (their ops/s in the table) is what two identical arms read \
+         apart.\n"
     );
     facts_rows_and_targets(
         w,

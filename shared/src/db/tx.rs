@@ -55,7 +55,8 @@ impl<'c> Tx<'c> {
     /// [`crate::events::insert_sql`] builds them (integers, formatted
     /// times, hexadecimal strings).
     pub async fn commit_after(mut self, last: String) -> Result<(), sqlx::Error> {
-        let packet = format!("{last}; COMMIT");
+        let mut packet = last;
+        packet.push_str("; COMMIT");
         sqlx::raw_sql(AssertSqlSafe(packet))
             .execute(&mut **self.conn)
             .await?;
