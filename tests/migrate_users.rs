@@ -121,8 +121,9 @@ fn refusal(result: Result<sqlx::mysql::MySqlQueryResult, sqlx::Error>) -> u16 {
     }
 }
 
-/// DML works; DDL, other databases and granting are refused (1142: command
-/// denied on a table; 1044: access denied to a database).
+/// DML and the events procedure work; DDL (routines too), other databases
+/// and granting are refused (1142: command denied on a table; 1044: access
+/// denied to a database).
 async fn assert_dml_only(conn: &mut MySqlConnection, db: &TestDb) {
     let inserted = conn
         .execute(
@@ -150,10 +151,37 @@ async fn assert_dml_only(conn: &mut MySqlConnection, db: &TestDb) {
         .await
         .expect("DELETE");
     assert_eq!(deleted.rows_affected(), 1);
+    // A booking commits by the events procedure: EXECUTE works, and it
+    // inserts with the caller's own INSERT (SQL SECURITY INVOKER).
+    conn.execute("BEGIN").await.expect("BEGIN");
+    sqlx::query(shared::events::EVENTS_COMMIT)
+        .bind("slot.updated")
+        .bind(None::<u64>)
+        .bind(id)
+        .bind(None::<u64>)
+        .bind(None::<chrono::NaiveDateTime>)
+        .bind("{}")
+        .execute(&mut *conn)
+        .await
+        .expect("CALL events_commit");
+    let open: u64 = sqlx::query_scalar("SELECT @@in_transaction")
+        .fetch_one(&mut *conn)
+        .await
+        .expect("@@in_transaction");
+    assert_eq!(open, 0, "the CALL committed");
 
     assert_eq!(
         refusal(conn.execute("CREATE TABLE intruder (id INT)").await),
         1142
+    );
+    // Routines are the schema's too: none made, changed or dropped.
+    assert_ne!(
+        refusal(conn.execute("CREATE PROCEDURE intruder() SELECT 1").await),
+        0
+    );
+    assert_ne!(
+        refusal(conn.execute("DROP PROCEDURE events_commit").await),
+        0
     );
     assert_eq!(refusal(conn.execute("DROP TABLE holds").await), 1142);
     assert_eq!(

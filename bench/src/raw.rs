@@ -23,7 +23,7 @@ use shared::cache::Keys;
 use shared::clients::ClientId;
 use shared::db::Tx;
 use shared::domain::{Hold, HoldId, HoldStatus, SlotId};
-use shared::events::{EventType, hold_event, insert_sql};
+use shared::events::{EventType, commit_with, hold_event};
 use sqlx::{MySqlConnection, MySqlPool};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
@@ -37,8 +37,9 @@ pub enum Outbox {
 }
 
 /// COMMIT, with the event of the change to `row` as the service writes
-/// it (built by the service's own `hold_event`: the hold resource's JSON)
-/// when `outbox` is on: one INSERT sent with the COMMIT in one packet.
+/// it, by the service's own functions (`hold_event`: the hold resource's
+/// JSON; `commit_with`: the `events_commit` CALL that inserts it and
+/// commits) when `outbox` is on.
 async fn commit(tx: Tx<'_>, outbox: Outbox, kind: EventType, row: &HoldRow) -> Result<()> {
     if outbox == Outbox::Off {
         return tx.commit().await;
@@ -59,7 +60,9 @@ async fn commit(tx: Tx<'_>, outbox: Outbox, kind: EventType, row: &HoldRow) -> R
         updated_at: row.10,
     };
     let event = hold_event(kind, &hold).map_err(|e| sqlx::Error::Encode(e.to_string().into()))?;
-    tx.commit_after(insert_sql(&[event])).await
+    commit_with(tx, &[event])
+        .await
+        .map_err(|e| sqlx::Error::Protocol(e.to_string()))
 }
 
 /// The hold resource's columns, decoded into the same types the service

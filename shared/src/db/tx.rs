@@ -1,13 +1,14 @@
-//! A transaction whose last statement can travel with its COMMIT, in one
+//! A transaction that can end with a statement that commits it, in one
 //! round trip.
 //!
 //! Why not sqlx's `Transaction`: it has no way to end with anything but
 //! its own `COMMIT`, and a COMMIT sent any other way leaves it believing
 //! the transaction open (it would then send a `ROLLBACK` of its own, one
 //! more round trip on the connection). A booking's event (SPEC §12) is its
-//! transaction's last statement; sent with the COMMIT it costs the booking
-//! no round trip and no longer time under the slot's lock than the INSERT
-//! itself takes (docs/BENCHMARKS.md, "outbox").
+//! transaction's last write; the `events_commit` procedure inserts it and
+//! commits, so it costs the booking no round trip and no longer time under
+//! the slot's lock than the INSERT itself takes (docs/DESIGN.md, "F1 costs
+//! a booking one INSERT").
 //!
 //! A `Tx` dropped while open (an error left it by `?`) closes its
 //! connection instead of returning it to the pool: the server rolls the
@@ -16,8 +17,10 @@
 //! [`Tx::rollback`], which keeps the connection. No sqlx transaction may be
 //! begun inside a `Tx` (its `BEGIN` would commit this one).
 
+use sqlx::mysql::MySqlArguments;
 use sqlx::pool::PoolConnection;
-use sqlx::{AssertSqlSafe, Executor, MySql, MySqlConnection};
+use sqlx::query::Query;
+use sqlx::{Executor, MySql, MySqlConnection};
 use std::ops::{Deref, DerefMut};
 
 pub struct Tx<'c> {
@@ -46,20 +49,15 @@ impl<'c> Tx<'c> {
         Ok(())
     }
 
-    /// `last`, then COMMIT, as one text packet (the server runs them in
-    /// order and stops at the first error, so a failed `last` never
-    /// commits: the transaction is then still open, and dropped as such).
-    ///
-    /// `last` is sent as text, outside any prepared statement: it must be
-    /// built from literals that cannot be read as SQL, as
-    /// [`crate::events::insert_sql`] builds them (integers, formatted
-    /// times, hexadecimal strings).
-    pub async fn commit_after(mut self, last: String) -> Result<(), sqlx::Error> {
-        let mut packet = last;
-        packet.push_str("; COMMIT");
-        sqlx::raw_sql(AssertSqlSafe(packet))
-            .execute(&mut **self.conn)
-            .await?;
+    /// Runs `last`, a statement that commits the transaction as its own
+    /// last act (a `CALL` of a procedure that ends with `COMMIT`): one
+    /// round trip, one answer. A `last` that fails before its COMMIT
+    /// leaves the transaction open, and it is dropped as such.
+    pub async fn commit_by(
+        mut self,
+        last: Query<'_, MySql, MySqlArguments>,
+    ) -> Result<(), sqlx::Error> {
+        last.execute(&mut **self.conn).await?;
         self.open = false;
         Ok(())
     }

@@ -22,8 +22,8 @@ pub use publish::{
     PUBLISH_ADVANCE, PUBLISH_LOCK, PUBLISH_SCAN, PUBLISH_UNLOCK, PUBLISHED_THROUGH, PublishReport,
     publish,
 };
-pub use record::{EVENT_INSERT, EventType, NewEvent, hold_event, insert_sql};
-pub(crate) use record::{commit_with, expired_event, record_expired, record_slots};
+pub use record::{EVENT_INSERT, EVENTS_COMMIT, EventType, NewEvent, commit_with, hold_event};
+pub(crate) use record::{expired_event, record_expired, record_slots};
 pub use retention::{PurgeReport, purge};
 pub use sequence::{SEQUENCE_BATCH, sequence};
 pub use trigger::{PublishTrigger, ROUTES_WRITING_EVENTS, TRIGGER_INTERVAL};

@@ -1,8 +1,9 @@
 //! The writers' half of the outbox: one row per change, inserted by the
 //! transaction that makes the change, under the slot's lock, after the
 //! change's own statements. Nothing here reads or takes another lock. A
-//! hold's events travel with its COMMIT ([`commit_with`]), so the feed
-//! costs a booking no round trip (docs/BENCHMARKS.md, "outbox").
+//! hold's event is inserted by the statement that commits it
+//! ([`commit_with`]), so the feed costs a booking no round trip
+//! (docs/BENCHMARKS.md, "outbox").
 
 use crate::db::Tx;
 use crate::domain::{Hold, Slot};
@@ -10,7 +11,6 @@ use crate::error::Error;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::Serialize;
 use sqlx::{MySql, MySqlConnection, QueryBuilder};
-use std::fmt::Write;
 
 /// What happened (SPEC §12); the string is the event's `type` and, on
 /// EventBridge, its `detail-type`.
@@ -105,62 +105,32 @@ pub(crate) fn expired_event(hold: &Hold) -> Result<NewEvent, Error> {
     hold_row(EventType::HoldExpired, hold, hold.expires_at)
 }
 
-/// Commits `tx` with `events` inserted last, in one round trip: the INSERT
-/// and the COMMIT travel as one packet ([`Tx::commit_after`]), in order,
-/// so each event gets a larger id than those before it.
-pub(crate) async fn commit_with(tx: Tx<'_>, events: &[NewEvent]) -> Result<(), Error> {
-    tx.commit_after(insert_sql(events)).await?;
+/// The `events_commit` procedure (migrations/…_events_commit.sql): the
+/// event's INSERT, then COMMIT, in one prepared statement.
+pub const EVENTS_COMMIT: &str = "CALL events_commit(?, ?, ?, ?, ?, ?)";
+
+/// Commits `tx` with `events` inserted last, in one round trip for the
+/// last of them: the ones before it by the prepared INSERT, the last by
+/// [`EVENTS_COMMIT`], which commits ([`Tx::commit_by`]). In order, so
+/// each event gets a larger id than those before it. (Public so that the
+/// bench's raw sequences commit with this very function.)
+pub async fn commit_with(mut tx: Tx<'_>, events: &[NewEvent]) -> Result<(), Error> {
+    let Some((last, before)) = events.split_last() else {
+        tx.commit().await?;
+        return Ok(());
+    };
+    if !before.is_empty() {
+        insert(&mut tx, before.to_vec()).await?;
+    }
+    let call = sqlx::query(EVENTS_COMMIT)
+        .bind(last.kind.as_str())
+        .bind(last.client_id)
+        .bind(last.slot_id)
+        .bind(last.hold_id)
+        .bind(last.occurred_at)
+        .bind(&last.data);
+    tx.commit_by(call).await?;
     Ok(())
-}
-
-/// One INSERT of `events` as text, every value a literal that cannot be
-/// read as SQL: integers, `NULL`, a time chrono formats (digits and
-/// separators) and strings as hexadecimal (`_utf8mb4 X'…'`, their UTF-8
-/// bytes), so no quoting or escaping is involved. For a statement that
-/// shares its packet with others ([`Tx::commit_after`]), which no prepared
-/// statement can.
-pub fn insert_sql(events: &[NewEvent]) -> String {
-    const HEAD: &str =
-        "INSERT INTO events (type, client_id, slot_id, hold_id, occurred_at, data) VALUES ";
-    // Built in place, sized once: the booking pays for this under the
-    // slot's lock (hexadecimal doubles the resource's bytes).
-    let size = events.iter().map(|e| 2 * e.data.len() + 160).sum::<usize>();
-    let mut sql = String::with_capacity(HEAD.len() + size);
-    sql.push_str(HEAD);
-    for (i, event) in events.iter().enumerate() {
-        sql.push_str(if i == 0 { "(" } else { ", (" });
-        push_hex(&mut sql, "ascii", event.kind.as_str());
-        sql.push_str(", ");
-        push_id(&mut sql, event.client_id);
-        let _ = write!(sql, ", {}, ", event.slot_id);
-        push_id(&mut sql, event.hold_id);
-        sql.push_str(", ");
-        match event.occurred_at {
-            Some(at) => {
-                let _ = write!(sql, "'{}', ", at.format("%Y-%m-%d %H:%M:%S%.6f"));
-            }
-            None => sql.push_str("UTC_TIMESTAMP(6), "),
-        }
-        push_hex(&mut sql, "utf8mb4", &event.data);
-        sql.push(')');
-    }
-    sql
-}
-
-fn push_id(sql: &mut String, value: Option<u64>) {
-    match value {
-        Some(value) => {
-            let _ = write!(sql, "{value}");
-        }
-        None => sql.push_str("NULL"),
-    }
-}
-
-/// `_charset X'…'`: the text's UTF-8 bytes in hexadecimal.
-fn push_hex(sql: &mut String, charset: &str, text: &str) {
-    let _ = write!(sql, "_{charset} X'");
-    sql.push_str(&hex::encode(text));
-    sql.push('\'');
 }
 
 /// `hold.expired` for each of `holds` (read under the slot's lock, expired

@@ -2,16 +2,22 @@
 //! that an earlier run left half applied (see [`super::runner`]).
 //!
 //! Semicolons end a statement except inside quotes (`'`, `"`, `` ` ``) and
-//! comments (`-- `, `#`, `/* */`); comments are dropped. Enough for the
-//! plain DDL and DML that migrations/ holds (no stored programs, no
-//! `DELIMITER`).
+//! comments (`-- `, `#`, `/* */`), and inside the `BEGIN … END` body of a
+//! stored program (`CREATE … PROCEDURE | FUNCTION | TRIGGER | EVENT`);
+//! comments are dropped. Enough for what migrations/ holds: plain DDL and
+//! DML, and a stored procedure written without `DELIMITER` (a client
+//! command, never sent to the server).
 
 /// The statements of `sql`, trimmed, without comments, empty ones left out.
 pub fn split(sql: &str) -> Vec<String> {
     let mut statements = Vec::new();
     let mut current = String::new();
+    let mut block = Block::default();
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {
+        if !(c.is_ascii_alphanumeric() || c == '_') {
+            block.end_word();
+        }
         match c {
             '\'' | '"' | '`' => {
                 current.push(c);
@@ -56,12 +62,71 @@ pub fn split(sql: &str) -> Vec<String> {
                 }
                 current.push(' ');
             }
-            ';' => push(&mut statements, &mut current),
-            _ => current.push(c),
+            ';' if block.open() && is_stored_program(&current) => current.push(c),
+            ';' => {
+                push(&mut statements, &mut current);
+                block = Block::default();
+            }
+            _ => {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    block.word.push(c);
+                }
+                current.push(c);
+            }
         }
     }
     push(&mut statements, &mut current);
     statements
+}
+
+/// The `BEGIN … END` nesting of a statement, from its words outside quotes
+/// and comments. `END IF`, `END LOOP` and the like close no `BEGIN`.
+#[derive(Default)]
+struct Block {
+    depth: usize,
+    word: String,
+    /// An `END` whose next word says what it closes.
+    end: bool,
+}
+
+impl Block {
+    fn end_word(&mut self) {
+        if self.word.is_empty() {
+            return;
+        }
+        let word = std::mem::take(&mut self.word).to_ascii_uppercase();
+        if std::mem::take(&mut self.end)
+            && !matches!(
+                word.as_str(),
+                "IF" | "LOOP" | "WHILE" | "REPEAT" | "CASE" | "FOR"
+            )
+        {
+            self.depth = self.depth.saturating_sub(1);
+        }
+        match word.as_str() {
+            "BEGIN" => self.depth += 1,
+            "END" => self.end = true,
+            _ => {}
+        }
+    }
+
+    /// Inside a body: an `END` just before the `;` closes it.
+    fn open(&mut self) -> bool {
+        self.end_word();
+        if std::mem::take(&mut self.end) {
+            self.depth = self.depth.saturating_sub(1);
+        }
+        self.depth > 0
+    }
+}
+
+/// `CREATE [OR REPLACE] [DEFINER = …] PROCEDURE | FUNCTION | TRIGGER | EVENT`.
+fn is_stored_program(statement: &str) -> bool {
+    let mut words = statement.split_whitespace().map(str::to_ascii_uppercase);
+    words.next().as_deref() == Some("CREATE")
+        && words
+            .take(6)
+            .any(|w| matches!(w.as_str(), "PROCEDURE" | "FUNCTION" | "TRIGGER" | "EVENT"))
 }
 
 fn skip_line(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
@@ -110,7 +175,32 @@ mod tests {
         // UPDATE, CREATE INDEX; sweeper_checked_at: one ALTER; api_clients:
         // CREATE TABLE, INSERT anonymous, ALTER holds; hold_quantity: one
         // ALTER; availability_indexes: one ALTER; events: 2 tables and the
-        // feed's row.
-        assert_eq!(counts, vec![2, 3, 1, 3, 1, 1, 3]);
+        // feed's row; events_commit: one procedure.
+        assert_eq!(counts, vec![2, 3, 1, 3, 1, 1, 3, 1]);
+    }
+
+    #[test]
+    fn a_stored_program_is_one_statement() {
+        let sql = "CREATE PROCEDURE p(x INT)\nBEGIN\n  IF x > 0 THEN\n    INSERT INTO t VALUES ('end;');\n  \
+                   END IF;\n  lbl: BEGIN SELECT 1; END lbl;\n  COMMIT; -- begin; end;\nEND;\n\
+                   BEGIN; UPDATE t SET a = 1; COMMIT;\nSELECT 'BEGIN'; SELECT 2";
+        let statements = split(sql);
+        assert_eq!(statements.len(), 6, "{statements:#?}");
+        assert!(statements[0].starts_with("CREATE PROCEDURE p(x INT)"));
+        assert!(
+            statements[0].ends_with("COMMIT; \nEND"),
+            "{:?}",
+            statements[0]
+        );
+        assert_eq!(
+            statements[1..],
+            [
+                "BEGIN",
+                "UPDATE t SET a = 1",
+                "COMMIT",
+                "SELECT 'BEGIN'",
+                "SELECT 2"
+            ]
+        );
     }
 }

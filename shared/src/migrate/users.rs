@@ -2,8 +2,8 @@
 //! deploy, by the migrate function (connected as the DDL user).
 //!
 //! The API functions and the sweeper connect as this user: it may read and
-//! write rows of the application's database and nothing else (no DDL, no
-//! other schema, no `GRANT`). Each run:
+//! write rows of the application's database, and call its procedure, and
+//! nothing else (no DDL, no other schema, no `GRANT`). Each run:
 //! 1. `CREATE USER IF NOT EXISTS`, then `ALTER USER … IDENTIFIED BY` with the
 //!    secret's current password (a rotated secret takes effect here);
 //! 2. any privilege beyond [`PRIVILEGES`] on this database (global, other
@@ -21,8 +21,10 @@
 use crate::secret::Secret;
 use sqlx::{AssertSqlSafe, Executor, MySqlConnection};
 
-/// What the application user holds, on the application's database only.
-pub const PRIVILEGES: [&str; 4] = ["SELECT", "INSERT", "UPDATE", "DELETE"];
+/// What the application user holds, on the application's database only:
+/// DML, and EXECUTE for `events_commit`, the procedure a booking commits
+/// by (an SQL SECURITY INVOKER one: it inserts with these privileges).
+pub const PRIVILEGES: [&str; 5] = ["SELECT", "INSERT", "UPDATE", "DELETE", "EXECUTE"];
 
 /// The application's user: `name@'%'` (RDS Proxy connects from its own
 /// addresses in the VPC), with its password from Secrets Manager.

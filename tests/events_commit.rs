@@ -1,10 +1,10 @@
-//! `db::Tx`, the transaction whose last statement travels with its
-//! COMMIT, and `events::insert_sql`, the literal INSERT it sends: strings
-//! arrive byte for byte whatever they hold, a failed last statement
-//! commits nothing, and a transaction left open never reaches the pool.
+//! `events::commit_with`, a booking's events and its COMMIT (the last one
+//! by the `events_commit` procedure, `db::Tx::commit_by`): strings arrive
+//! byte for byte whatever they hold, a CALL that fails commits nothing,
+//! and a transaction left open never reaches the pool.
 
 use shared::db::Tx;
-use shared::events::{EventType, NewEvent, insert_sql};
+use shared::events::{EVENTS_COMMIT, EventType, NewEvent, commit_with};
 use slot_booking_tests::TestDb;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{MySqlPool, Row};
@@ -55,9 +55,10 @@ async fn events(db: &TestDb) -> Vec<(String, Option<u64>, u64, String)> {
 }
 
 /// Strings that would end a quoted literal, escape one, or comment the
-/// rest out, if they were quoted: each comes back as it went in.
+/// rest out, if they were quoted, through the prepared INSERT and the
+/// procedure's parameters: each comes back as it went in, in order.
 #[tokio::test]
-async fn literal_strings_arrive_byte_for_byte() {
+async fn strings_arrive_byte_for_byte() {
     let db = TestDb::new().await;
     let pool = one_connection(&db).await;
     let hostile = [
@@ -71,7 +72,7 @@ async fn literal_strings_arrive_byte_for_byte() {
     let mut conn = pool.acquire().await.unwrap();
     let tx = Tx::begin(&mut conn).await.unwrap();
     let rows: Vec<NewEvent> = hostile.iter().map(|data| event(data)).collect();
-    tx.commit_after(insert_sql(&rows)).await.expect("committed");
+    commit_with(tx, &rows).await.expect("committed");
     drop(conn);
 
     let stored = events(&db).await;
@@ -86,9 +87,10 @@ async fn literal_strings_arrive_byte_for_byte() {
     db.drop().await;
 }
 
-/// A time and the ids go in as literals too: the row holds them exactly.
+/// The procedure's parameters keep a time past 2038 and the largest ids
+/// exactly.
 #[tokio::test]
-async fn literal_times_and_ids_are_exact() {
+async fn times_and_ids_are_exact() {
     let db = TestDb::new().await;
     let pool = one_connection(&db).await;
     let at = chrono::NaiveDate::from_ymd_opt(2039, 2, 3)
@@ -98,42 +100,48 @@ async fn literal_times_and_ids_are_exact() {
     let hold = NewEvent {
         kind: EventType::HoldCreated,
         client_id: Some(u64::MAX),
-        slot_id: 12,
-        hold_id: Some(34),
+        slot_id: u64::MAX,
+        hold_id: Some(u64::MAX - 1),
         occurred_at: Some(at),
         data: "{}".into(),
     };
     let mut conn = pool.acquire().await.unwrap();
     let tx = Tx::begin(&mut conn).await.unwrap();
-    tx.commit_after(insert_sql(&[hold])).await.unwrap();
+    commit_with(tx, &[hold]).await.unwrap();
     drop(conn);
 
-    let (kind, client, hold_id, occurred): (String, u64, u64, chrono::NaiveDateTime) =
-        sqlx::query_as("SELECT type, client_id, hold_id, occurred_at FROM events")
+    type Stored = (String, u64, u64, u64, chrono::NaiveDateTime);
+    let (kind, client, slot, hold_id, occurred): Stored =
+        sqlx::query_as("SELECT type, client_id, slot_id, hold_id, occurred_at FROM events")
             .fetch_one(&db.admin)
             .await
             .unwrap();
     assert_eq!(
-        (kind.as_str(), client, hold_id, occurred),
-        ("hold.created", u64::MAX, 34, at)
+        (kind.as_str(), client, slot, hold_id, occurred),
+        ("hold.created", u64::MAX, u64::MAX, u64::MAX - 1, at)
     );
     db.drop().await;
 }
 
-/// The server stops a packet at its first error: the COMMIT after a
-/// failed INSERT never runs, and the transaction's earlier write is
-/// rolled back with it.
+/// A procedure stops at its first error: the COMMIT after a failed INSERT
+/// never runs, and the transaction's earlier write is rolled back with it.
 #[tokio::test]
-async fn a_failed_last_statement_commits_nothing() {
+async fn a_failed_call_commits_nothing() {
     let db = TestDb::new().await;
     let pool = one_connection(&db).await;
     let mut conn = pool.acquire().await.unwrap();
     let mut tx = Tx::begin(&mut conn).await.unwrap();
     write_prepared(&mut tx).await;
-    let mut bad = insert_sql(&[event("{}")]);
-    bad = bad.replace("INSERT INTO events", "INSERT INTO no_such_table");
-    let err = tx.commit_after(bad).await.expect_err("no such table");
-    assert!(err.to_string().contains("no_such_table"), "{err}");
+    // slot_id is NOT NULL: the procedure's INSERT fails.
+    let bad = sqlx::query(EVENTS_COMMIT)
+        .bind("slot.updated")
+        .bind(None::<u64>)
+        .bind(None::<u64>)
+        .bind(None::<u64>)
+        .bind(None::<chrono::NaiveDateTime>)
+        .bind("{}");
+    let err = tx.commit_by(bad).await.expect_err("slot_id cannot be null");
+    assert!(err.to_string().contains("slot_id"), "{err}");
     drop(conn);
 
     assert!(events(&db).await.is_empty(), "nothing committed");
@@ -141,9 +149,7 @@ async fn a_failed_last_statement_commits_nothing() {
     // failed transaction: the next one starts clean and commits alone.
     let mut conn = pool.acquire().await.unwrap();
     let tx = Tx::begin(&mut conn).await.unwrap();
-    tx.commit_after(insert_sql(&[event("after")]))
-        .await
-        .unwrap();
+    commit_with(tx, &[event("after")]).await.unwrap();
     drop(conn);
     let stored = events(&db).await;
     assert_eq!(stored.len(), 1, "{stored:?}");
