@@ -120,7 +120,7 @@ pub async fn commit_with(mut tx: Tx<'_>, events: &[NewEvent]) -> Result<(), Erro
         return Ok(());
     };
     if !before.is_empty() {
-        insert(&mut tx, before.to_vec()).await?;
+        insert(&mut tx, before).await?;
     }
     let call = sqlx::query(EVENTS_COMMIT)
         .bind(last.kind.as_str())
@@ -143,7 +143,7 @@ pub(crate) async fn record_expired(
         .iter()
         .map(expired_event)
         .collect::<Result<Vec<_>, _>>()?;
-    insert(conn, rows).await
+    insert(conn, &rows).await
 }
 
 /// One event per slot, each as read after the change (before it, for a
@@ -168,11 +168,11 @@ pub(crate) async fn record_slots(
             })
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    insert(conn, rows).await
+    insert(conn, &rows).await
 }
 
-async fn insert(conn: &mut MySqlConnection, rows: Vec<NewEvent>) -> Result<(), Error> {
-    if let [row] = rows.as_slice() {
+async fn insert(conn: &mut MySqlConnection, rows: &[NewEvent]) -> Result<(), Error> {
+    if let [row] = rows {
         sqlx::query(EVENT_INSERT)
             .bind(row.kind.as_str())
             .bind(row.client_id)
