@@ -62,10 +62,13 @@ pub fn split(sql: &str) -> Vec<String> {
                 }
                 current.push(' ');
             }
-            ';' if block.open() && is_stored_program(&current) => current.push(c),
             ';' => {
-                push(&mut statements, &mut current);
-                block = Block::default();
+                if block.inside_at_semicolon() && is_stored_program(&current) {
+                    current.push(c);
+                } else {
+                    push(&mut statements, &mut current);
+                    block = Block::default();
+                }
             }
             _ => {
                 if c.is_ascii_alphanumeric() || c == '_' {
@@ -80,10 +83,14 @@ pub fn split(sql: &str) -> Vec<String> {
 }
 
 /// The `BEGIN … END` nesting of a statement, from its words outside quotes
-/// and comments. `END IF`, `END LOOP` and the like close no `BEGIN`.
+/// and comments. `END IF`, `END LOOP` and the like close no `BEGIN`; nor
+/// does the `END` of a `CASE`, the statement's (`END CASE`) or the
+/// expression's (a bare `END`, inside a body's SELECT or SET).
 #[derive(Default)]
 struct Block {
     depth: usize,
+    /// `CASE`s open, statement or expression: the next bare `END` is theirs.
+    cases: usize,
     word: String,
     /// An `END` whose next word says what it closes.
     end: bool,
@@ -95,26 +102,38 @@ impl Block {
             return;
         }
         let word = std::mem::take(&mut self.word).to_ascii_uppercase();
-        if std::mem::take(&mut self.end)
-            && !matches!(
-                word.as_str(),
-                "IF" | "LOOP" | "WHILE" | "REPEAT" | "CASE" | "FOR"
-            )
-        {
-            self.depth = self.depth.saturating_sub(1);
+        if std::mem::take(&mut self.end) {
+            match word.as_str() {
+                "IF" | "LOOP" | "WHILE" | "REPEAT" | "FOR" => {}
+                "CASE" => self.cases = self.cases.saturating_sub(1),
+                _ => self.close(),
+            }
+            // The word after `END` opens nothing, even `CASE`.
+            return;
         }
         match word.as_str() {
             "BEGIN" => self.depth += 1,
+            "CASE" => self.cases += 1,
             "END" => self.end = true,
             _ => {}
         }
     }
 
-    /// Inside a body: an `END` just before the `;` closes it.
-    fn open(&mut self) -> bool {
+    /// A bare `END`: an open `CASE` expression's, else the body's.
+    fn close(&mut self) {
+        if self.cases > 0 {
+            self.cases -= 1;
+        } else {
+            self.depth = self.depth.saturating_sub(1);
+        }
+    }
+
+    /// At a `;`: whether it is inside a body (an `END` just before it
+    /// closes what it closes first).
+    fn inside_at_semicolon(&mut self) -> bool {
         self.end_word();
         if std::mem::take(&mut self.end) {
-            self.depth = self.depth.saturating_sub(1);
+            self.close();
         }
         self.depth > 0
     }
@@ -201,6 +220,24 @@ mod tests {
                 "SELECT 'BEGIN'",
                 "SELECT 2"
             ]
+        );
+    }
+
+    #[test]
+    fn a_case_inside_a_body_closes_no_begin() {
+        let sql = "CREATE PROCEDURE p(x INT)\nBEGIN\n  CASE x WHEN 1 THEN SELECT 1; ELSE SELECT 2; END CASE;\n  \
+                   SELECT CASE WHEN x > 0 THEN 'a' ELSE 'b' END;\n  \
+                   SET @y = CASE x WHEN 1 THEN 2 END + 1;\n  COMMIT;\nEND;\nSELECT CASE WHEN 1 THEN 2 END; SELECT 3";
+        let statements = split(sql);
+        assert_eq!(statements.len(), 3, "{statements:#?}");
+        assert!(
+            statements[0].ends_with("COMMIT;\nEND"),
+            "{:?}",
+            statements[0]
+        );
+        assert_eq!(
+            statements[1..],
+            ["SELECT CASE WHEN 1 THEN 2 END", "SELECT 3"]
         );
     }
 }
