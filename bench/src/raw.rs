@@ -16,13 +16,11 @@ use crate::measure::Outcome;
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
 use shared::booking::{
-    Booking, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD, LOCK_SLOT, RECLAIM_APPLY,
-    RECLAIM_COUNT, RECLAIM_LOCK,
+    Booking, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, HoldRow, LOCK_HOLD, LOCK_SLOT,
+    RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK,
 };
 use shared::cache::Keys;
-use shared::clients::ClientId;
 use shared::db::Tx;
-use shared::domain::{Hold, HoldId, HoldStatus, SlotId};
 use shared::events::{EventType, commit_with, hold_event};
 use sqlx::{MySqlConnection, MySqlPool};
 
@@ -37,52 +35,21 @@ pub enum Outbox {
 }
 
 /// COMMIT, with the event of the change to `row` as the service writes
-/// it, by the service's own functions (`hold_event`: the hold resource's
-/// JSON; `commit_with`: the `events_commit` CALL that inserts it and
-/// commits) when `outbox` is on.
-async fn commit(tx: Tx<'_>, outbox: Outbox, kind: EventType, row: &HoldRow) -> Result<()> {
+/// it, by the service's own functions (`into_hold`: the row's resource;
+/// `hold_event`: its JSON; `commit_with`: the `events_commit` CALL that
+/// inserts it and commits) when `outbox` is on.
+async fn commit(tx: Tx<'_>, outbox: Outbox, kind: EventType, row: HoldRow) -> Result<()> {
     if outbox == Outbox::Off {
         return tx.commit().await;
     }
-    let hold = Hold {
-        id: HoldId(row.0),
-        slot_id: SlotId(row.1),
-        client_id: ClientId(row.2),
-        status: HoldStatus::parse(&row.5)
-            .ok_or_else(|| sqlx::Error::Decode(format!("hold status {:?}", row.5).into()))?,
-        quantity: row.3,
-        active: row.11,
-        idempotency_key: row.4.clone(),
-        expires_at: row.6,
-        confirmed_at: row.7,
-        cancelled_at: row.8,
-        created_at: row.9,
-        updated_at: row.10,
-    };
-    let event = hold_event(kind, &hold).map_err(|e| sqlx::Error::Encode(e.to_string().into()))?;
-    commit_with(tx, &[event])
-        .await
-        .map_err(|e| sqlx::Error::Protocol(e.to_string()))
+    let service = |e: shared::error::Error| sqlx::Error::Protocol(e.to_string());
+    let hold = row.into_hold().map_err(service)?;
+    let event = hold_event(kind, &hold).map_err(service)?;
+    commit_with(tx, &[event]).await.map_err(service)
 }
 
-/// The hold resource's columns, decoded into the same types the service
-/// decodes them into.
-type HoldRow = (
-    u64,
-    u64,
-    u64,
-    u32,
-    String,
-    String,
-    DateTime<Utc>,
-    Option<DateTime<Utc>>,
-    Option<DateTime<Utc>>,
-    DateTime<Utc>,
-    DateTime<Utc>,
-    bool,
-);
-
-/// [`HoldRow`] and `expires_at <= now`.
+/// The columns of [`HoldRow`], in its order, and `expires_at <= now`:
+/// the expiry checks read fields by position, with no conversion.
 type HoldRowExpired = (
     u64,
     u64,
@@ -183,7 +150,7 @@ pub async fn hold(
         .bind(id)
         .fetch_one(&mut *tx)
         .await?;
-    commit(tx, outbox, EventType::HoldCreated, &hold).await?;
+    commit(tx, outbox, EventType::HoldCreated, hold).await?;
     Ok(Outcome::Done("201"))
 }
 
@@ -274,7 +241,7 @@ pub async fn confirm(
         .bind(hold)
         .fetch_one(&mut *tx)
         .await?;
-    commit(tx, outbox, EventType::HoldConfirmed, &row).await?;
+    commit(tx, outbox, EventType::HoldConfirmed, row).await?;
     redis::cmd("DEL")
         .arg(&keys.fresh)
         .arg(&keys.stale)

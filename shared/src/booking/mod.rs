@@ -15,7 +15,9 @@ mod sweep;
 
 pub(crate) use reclaim::reclaim_locked;
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
-pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, LOCK_HOLD, LOCK_SLOT};
+pub use sql::{
+    ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, HoldRow, LOCK_HOLD, LOCK_SLOT,
+};
 pub(crate) use sql::{active_hold, expired_but_counted, slot_bookable};
 pub use sweep::{SweepLimits, SweepReport};
 

@@ -201,8 +201,11 @@ where
         .transpose()
 }
 
+/// A row of the hold resource's columns, as decoded from MySQL; public so
+/// that the bench's raw sequences decode and convert exactly as the
+/// service does.
 #[derive(sqlx::FromRow)]
-pub(super) struct HoldRow {
+pub struct HoldRow {
     id: u64,
     slot_id: u64,
     client_id: u64,
@@ -225,7 +228,7 @@ struct HoldRowExpired {
 }
 
 impl HoldRow {
-    pub(super) fn into_hold(self) -> Result<Hold, Error> {
+    pub fn into_hold(self) -> Result<Hold, Error> {
         let status = HoldStatus::parse(&self.status).ok_or_else(|| {
             Error::Internal(sqlx::Error::Decode(
                 format!("unknown hold status {:?}", self.status).into(),
