@@ -4,10 +4,10 @@
 //! retention. The races are in `events_races.rs`.
 
 use serde_json::{Value, json};
-use shared::booking::SweepLimits;
+use shared::booking::{SweepLimits, SweepReport};
 use shared::clients::Role;
 use shared::config::{AuthMode, HoldRules};
-use shared::events::EventCursor;
+use shared::events::{EventCursor, Unsent};
 use shared::{App, http};
 use slot_booking_tests::events::{Follower, page};
 use slot_booking_tests::keys::{TestClient, authorized};
@@ -68,7 +68,7 @@ async fn one_seat_slots(app: &App, admin: &TestClient, n: u32) {
     }
 }
 
-async fn sweep(app: &App) {
+async fn sweep(app: &App) -> SweepReport {
     app.booking
         .sweep(SweepLimits {
             max_due: 100,
@@ -76,7 +76,7 @@ async fn sweep(app: &App) {
             budget: Duration::from_secs(10),
         })
         .await
-        .expect("sweep");
+        .expect("sweep")
 }
 
 #[tokio::test]
@@ -329,7 +329,7 @@ async fn next_is_always_there_a_foreign_cursor_is_422_and_one_behind_retention_4
     let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
     let cutoff = chrono::Utc::now() + chrono::Duration::hours(1);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let purged = shared::events::purge(&mut conn, cutoff, deadline)
+    let purged = shared::events::purge(&mut conn, cutoff, Unsent::Purge, deadline)
         .await
         .unwrap();
     assert_eq!((purged.deleted, purged.purged_through), (3, 3));
@@ -402,6 +402,89 @@ async fn the_sweeper_numbers_what_no_poll_did_and_deletes_events_past_their_rete
         first.events().len(),
         2,
         "a new walk starts at the oldest kept"
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn where_the_feed_is_published_retention_keeps_every_event_the_publisher_has_not_sent() {
+    let db = TestDb::new().await;
+    let rules = HoldRules {
+        events_published: true,
+        ..HoldRules::default()
+    };
+    let app = db.app_with_rules(AuthMode::ApiKey, Duration::from_secs(300), rules);
+    let admin = db.client("admin", Role::Admin, None).await;
+    one_seat_slots(&app, &admin, 4).await;
+    sweep(&app).await;
+    let seqs: Vec<u64> = sqlx::query_scalar("SELECT seq FROM events ORDER BY seq")
+        .fetch_all(&db.admin)
+        .await
+        .unwrap();
+    assert_eq!(seqs.len(), 4);
+    let kept = || async {
+        let seqs: Vec<u64> = sqlx::query_scalar("SELECT seq FROM events ORDER BY seq")
+            .fetch_all(&db.admin)
+            .await
+            .unwrap();
+        let purged: u64 = sqlx::query_scalar("SELECT purged_through FROM event_feed")
+            .fetch_one(&db.admin)
+            .await
+            .unwrap();
+        (seqs, purged)
+    };
+    let published_through = |seq: u64| {
+        sqlx::query("UPDATE event_feed SET published_through = ?")
+            .bind(seq)
+            .execute(&db.admin)
+    };
+
+    // All four are past their retention; the bus was down after the
+    // first two were sent: those two go, the other two wait for it.
+    sqlx::query("UPDATE events SET occurred_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY")
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    published_through(seqs[1]).await.unwrap();
+    let report = sweep(&app).await;
+    assert_eq!(
+        (report.events_deleted, report.events_waiting_for_publisher),
+        (2, true)
+    );
+    assert_eq!(kept().await, (seqs[2..].to_vec(), seqs[1]));
+    // A poller still reads them from the oldest kept.
+    let first = page(&app, &admin, "").await;
+    assert_eq!(first.events().len(), 2);
+
+    // Nothing sent meanwhile: nothing more goes, however often it runs.
+    let report = sweep(&app).await;
+    assert_eq!(
+        (report.events_deleted, report.events_waiting_for_publisher),
+        (0, true)
+    );
+    assert_eq!(kept().await, (seqs[2..].to_vec(), seqs[1]));
+
+    // The publisher catches up: the rest goes, and nothing waits.
+    published_through(seqs[3]).await.unwrap();
+    let report = sweep(&app).await;
+    assert_eq!(
+        (report.events_deleted, report.events_waiting_for_publisher),
+        (2, false)
+    );
+    assert_eq!(kept().await, (vec![], seqs[3]));
+
+    // Without a bus (locally), age alone decides, as before.
+    let local = keyed(&db, Duration::from_secs(300));
+    one_seat_slots(&local, &admin, 2).await;
+    sweep(&local).await;
+    sqlx::query("UPDATE events SET occurred_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY")
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    let report = sweep(&local).await;
+    assert_eq!(
+        (report.events_deleted, report.events_waiting_for_publisher),
+        (2, false)
     );
     db.drop().await;
 }

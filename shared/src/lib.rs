@@ -152,6 +152,7 @@ impl App {
             hold_max_quantity = app.config.holds.max_quantity,
             hold_max_lifetime_s = app.config.holds.max_lifetime.as_secs(),
             hold_retention_days = app.config.holds.retention.as_secs() / 86_400,
+            events_kept_until_published = app.config.holds.events_published,
             publish_trigger = ?app.publish_trigger,
             "configuration ready"
         );

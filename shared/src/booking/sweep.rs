@@ -44,6 +44,9 @@ pub struct SweepReport {
     /// Events numbered into the feed, and deleted after their retention.
     pub events_sequenced: u64,
     pub events_deleted: u64,
+    /// Events past their retention kept, the publisher not having sent
+    /// them (each run logs a warning while it lasts).
+    pub events_waiting_for_publisher: bool,
     /// The budget ran out before every slot was visited.
     pub out_of_time: bool,
 }
@@ -141,9 +144,10 @@ impl Booking {
         // publisher's schedule finds it too), then retention.
         if Instant::now() < deadline {
             match self.sweep_events(deadline).await {
-                Ok((sequenced, deleted)) => {
+                Ok((sequenced, purged)) => {
                     report.events_sequenced = sequenced;
-                    report.events_deleted = deleted;
+                    report.events_deleted = purged.deleted;
+                    report.events_waiting_for_publisher = purged.waiting_for_publisher;
                 }
                 Err(err) => {
                     report.failed += 1;
@@ -155,8 +159,9 @@ impl Booking {
     }
 
     /// Numbers every committed event, then deletes those past
-    /// `EVENT_RETENTION_DAYS` by the database's clock.
-    async fn sweep_events(&self, deadline: Instant) -> Result<(u64, u64), Error> {
+    /// `EVENT_RETENTION_DAYS` by the database's clock (and, where a bus
+    /// is configured, only those the publisher has sent).
+    async fn sweep_events(&self, deadline: Instant) -> Result<(u64, events::PurgeReport), Error> {
         let mut sequenced = 0;
         loop {
             let run = db::transact!(&self.pool, "sweep", deadline, |conn| {
@@ -169,6 +174,11 @@ impl Booking {
         }
         let retention =
             chrono::Duration::from_std(self.rules.event_retention).unwrap_or(chrono::Duration::MAX);
+        let unsent = if self.rules.events_published {
+            events::Unsent::Keep
+        } else {
+            events::Unsent::Purge
+        };
         let purged = db::transact!(&self.pool, "sweep", deadline, |conn| {
             let now: DateTime<Utc> = sqlx::query_scalar("SELECT UTC_TIMESTAMP(6)")
                 .fetch_one(&mut *conn)
@@ -176,9 +186,15 @@ impl Booking {
             let cutoff = now
                 .checked_sub_signed(retention)
                 .unwrap_or(DateTime::<Utc>::MIN_UTC);
-            events::purge(&mut conn, cutoff, deadline).await
+            events::purge(&mut conn, cutoff, unsent, deadline).await
         })?;
-        Ok((sequenced, purged.deleted))
+        if purged.waiting_for_publisher {
+            tracing::warn!(
+                purged_through = purged.purged_through,
+                "events past EVENT_RETENTION_DAYS are kept: the publisher has not sent them"
+            );
+        }
+        Ok((sequenced, purged))
     }
 
     /// [`Booking::sweep`] of up to `max_slots` due slots and as many others,

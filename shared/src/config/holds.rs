@@ -19,6 +19,11 @@ pub struct HoldRules {
     /// this long. Here because the sweeper, which keeps holds to their
     /// retention, keeps events to theirs.
     pub event_retention: Duration,
+    /// `EVENT_BUS_NAME` set: a publisher sends the feed to that bus, and
+    /// retention deletes no event it has not sent (SPEC §12: every event
+    /// reaches the bus at least once). Unset (no bus, as locally): age
+    /// alone decides.
+    pub events_published: bool,
 }
 
 pub const DAY: Duration = Duration::from_secs(86_400);
@@ -30,12 +35,13 @@ impl Default for HoldRules {
             max_lifetime: Duration::from_secs(1800),
             retention: 7 * DAY,
             event_retention: 7 * DAY,
+            events_published: false,
         }
     }
 }
 
 impl HoldRules {
-    /// Reads the three variables; `hold_ttl` is `HOLD_TTL_SECONDS`, which the
+    /// Reads the variables; `hold_ttl` is `HOLD_TTL_SECONDS`, which the
     /// lifetime must not be shorter than (a new hold would outlive it).
     pub(super) fn from_lookup(
         lookup: &impl Fn(&str) -> Option<String>,
@@ -83,6 +89,9 @@ impl HoldRules {
             max_quantity: u32::try_from(max_quantity).unwrap_or(u32::MAX),
             max_lifetime: Duration::from_secs(max_lifetime),
             retention: DAY * u32::try_from(retention_days).unwrap_or(u32::MAX),
+            // Any bus, even one the publisher would refuse: a publisher
+            // that cannot start has sent nothing, and nothing is lost.
+            events_published: lookup("EVENT_BUS_NAME").is_some_and(|bus| !bus.is_empty()),
         })
     }
 }
@@ -123,6 +132,13 @@ mod tests {
         assert_eq!(read.max_lifetime, Duration::from_secs(600));
         assert_eq!(read.retention, DAY);
         assert_eq!(read.event_retention, 30 * DAY);
+        assert!(!read.events_published, "no bus: retention by age alone");
+        assert!(
+            rules(&[("EVENT_BUS_NAME", "feed")])
+                .unwrap()
+                .events_published
+        );
+        assert!(!rules(&[("EVENT_BUS_NAME", "")]).unwrap().events_published);
         for (key, bad) in [
             ("HOLD_MAX_QUANTITY", "0"),
             ("HOLD_MAX_QUANTITY", "1001"),

@@ -42,7 +42,9 @@
 //!
 //! `EVENT_BUS_NAME` is the feed's bus ([`PublisherSettings`], read by
 //! `events-publish` beside these, and by the functions that change holds
-//! or slots for their trigger after a change: [`trigger_bus`]).
+//! or slots for their trigger after a change: [`trigger_bus`]). Set for
+//! the sweeper, it keeps every event the publisher has not sent past its
+//! retention ([`HoldRules::events_published`]).
 
 mod error;
 mod holds;

@@ -1,15 +1,20 @@
 //! Retention (SPEC §12): events older than `EVENT_RETENTION_DAYS` are
 //! deleted oldest first, by feed position, and `purged_through` records
 //! how far: a cursor below it has lost events (410 `cursor_expired`),
-//! one at or above it has lost none.
+//! one at or above it has lost none. Where a publisher sends the feed to a
+//! bus, retention deletes no event it has not sent: the bus gets every
+//! event at least once (SPEC §12) even after an outage longer than the
+//! retention, and the feed waits for it meanwhile.
 
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, MySqlConnection};
 
 /// The feed's lock: serialised with the sequencer (a number is never
-/// deleted while being given) and with other purges.
-pub const PURGE_LOCK: &str = "SELECT purged_through FROM event_feed WHERE id = 1 FOR UPDATE";
+/// deleted while being given), with other purges and with the publisher's
+/// advance (what it has sent cannot change while this decides).
+pub const PURGE_LOCK: &str =
+    "SELECT purged_through, published_through FROM event_feed WHERE id = 1 FOR UPDATE";
 /// The oldest kept events, by position, with when they happened.
 pub const PURGE_SCAN: &str = "SELECT seq, occurred_at FROM events FORCE INDEX (events_seq_index) \
      WHERE seq > ? ORDER BY seq LIMIT ?";
@@ -19,20 +24,35 @@ pub const PURGE_ADVANCE: &str = "UPDATE event_feed SET purged_through = ? WHERE 
 /// Events deleted per transaction.
 const PURGE_BATCH: u32 = 1000;
 
+/// Whether retention waits for the publisher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsent {
+    /// The feed is sent to a bus: an event the publisher has not sent
+    /// (above `published_through`) is kept, however old.
+    Keep,
+    /// No publisher (no bus, as locally): age alone decides.
+    Purge,
+}
+
 /// What [`purge`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PurgeReport {
     pub deleted: u64,
     /// The last position deleted so far (0: none ever).
     pub purged_through: u64,
+    /// Events past their retention were kept because the publisher has
+    /// not sent them.
+    pub waiting_for_publisher: bool,
 }
 
 /// Deletes, in position order, the events that happened before `cutoff`,
 /// stopping at the first one that did not (so the kept events are a
-/// suffix of the feed), one batch per transaction, until `deadline`.
+/// suffix of the feed) and, with [`Unsent::Keep`], at the last one the
+/// publisher sent; one batch per transaction, until `deadline`.
 pub async fn purge(
     conn: &mut MySqlConnection,
     cutoff: DateTime<Utc>,
+    unsent: Unsent,
     deadline: tokio::time::Instant,
 ) -> Result<PurgeReport, Error> {
     let mut report = PurgeReport::default();
@@ -41,15 +61,22 @@ pub async fn purge(
             .execute(&mut *conn)
             .await?;
         let mut tx = conn.begin().await?;
-        let purged: u64 = sqlx::query_scalar(PURGE_LOCK).fetch_one(&mut *tx).await?;
+        let (purged, published): (u64, u64) =
+            sqlx::query_as(PURGE_LOCK).fetch_one(&mut *tx).await?;
         let oldest: Vec<(u64, DateTime<Utc>)> = sqlx::query_as(PURGE_SCAN)
             .bind(purged)
             .bind(PURGE_BATCH)
             .fetch_all(&mut *tx)
             .await?;
-        let through = oldest
-            .iter()
-            .take_while(|(_, at)| *at < cutoff)
+        // In position order: past their retention, a prefix; of those,
+        // the ones the publisher has sent, a prefix again.
+        let past_retention = oldest.iter().take_while(|(_, at)| *at < cutoff);
+        let sent = |seq: u64| unsent == Unsent::Purge || seq <= published;
+        if past_retention.clone().any(|(seq, _)| !sent(*seq)) {
+            report.waiting_for_publisher = true;
+        }
+        let through = past_retention
+            .take_while(|(seq, _)| sent(*seq))
             .last()
             .map(|(seq, _)| *seq);
         report.purged_through = purged;
