@@ -307,10 +307,39 @@ async fn with_the_bus_down_bookings_go_on_and_the_backlog_drains_after() {
     // Nothing unsent is recorded as sent.
     assert_eq!(report.published_through, through, "{report:?}");
     assert_eq!(published_through(&db).await, through);
+    // Its backlog: every numbered event above what was sent, the oldest
+    // made moments ago.
+    let unsent: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE seq > ?")
+        .bind(through)
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    assert_eq!(report.unsent, unsent as u64, "{report:?}");
+    assert!(report.unsent >= 12, "{report:?}");
+    assert!(report.oldest_unsent_s < 60, "{report:?}");
+    // An outage of an hour: the age the alarm watches says so.
+    sqlx::query("UPDATE events SET occurred_at = occurred_at - INTERVAL 1 HOUR WHERE seq = ?")
+        .bind(through + 1)
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    let still_down = run(
+        &app,
+        &unreachable_bus().await,
+        &bus.name,
+        Duration::from_secs(1),
+    )
+    .await;
+    assert!(still_down.failure.is_some(), "{still_down:?}");
+    assert!(
+        (3600..3700).contains(&still_down.oldest_unsent_s),
+        "{still_down:?}"
+    );
 
     // The bus is back: the backlog drains, everything arrives.
     let after = run(&app, &bus.events, &bus.name, Duration::from_secs(20)).await;
     assert_eq!(after.failure, None, "{after:?}\n{}", moto.log());
+    assert_eq!((after.unsent, after.oldest_unsent_s), (0, 0), "{after:?}");
     let feed = feed(&db).await;
     assert_eq!(after.published, feed.len() as u64 - 1, "{after:?}");
     assert_eq!(published_through(&db).await, feed.len() as u64);

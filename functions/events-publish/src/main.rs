@@ -9,7 +9,7 @@
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::{Value, json};
 use shared::config::PublisherSettings;
-use shared::telemetry;
+use shared::telemetry::{self, Metric};
 use std::time::{Duration, SystemTime};
 
 /// The run stops sending this long before Lambda's deadline (a PutEvents
@@ -66,6 +66,12 @@ async fn publish(
         }
     };
     tracing::info!(?report, "publish done");
+    // The backlog, from the run that held the lock (a busy run measured
+    // nothing): its alarm is the bus falling behind, whatever the cause.
+    if !report.busy {
+        telemetry::count(Metric::EventsUnsent, report.unsent);
+        telemetry::count(Metric::EventsUnsentAge, report.oldest_unsent_s);
+    }
     match &report.failure {
         Some(failure) => {
             let err = format!(

@@ -19,8 +19,8 @@ pub use batch::{BATCH_BYTES, BATCH_ENTRIES, SOURCE};
 pub use cursor::{CursorError, EventCursor};
 pub use feed::{Event, Feed, Page};
 pub use publish::{
-    PUBLISH_ADVANCE, PUBLISH_LOCK, PUBLISH_SCAN, PUBLISH_UNLOCK, PUBLISHED_THROUGH, PublishReport,
-    publish,
+    PUBLISH_ADVANCE, PUBLISH_BACKLOG, PUBLISH_LOCK, PUBLISH_SCAN, PUBLISH_UNLOCK,
+    PUBLISHED_THROUGH, PublishReport, publish,
 };
 pub use record::{EVENT_INSERT, EVENTS_COMMIT, EventType, NewEvent, commit_with, hold_event};
 pub(crate) use record::{expired_event, record_expired, record_slots};

@@ -58,6 +58,18 @@ pub const PUBLISH_SCAN: &str = "SELECT id, seq, type, occurred_at, data, hold_id
 pub const PUBLISH_ADVANCE: &str =
     "UPDATE event_feed SET published_through = GREATEST(published_through, ?) WHERE id = 1";
 
+/// What is left to send when a run ends: the numbered events above
+/// `published_through`, and how long ago the first of them happened (by
+/// the database's clock; 0 when none is left). The next event to send is
+/// the oldest one waiting, to within the 2 minutes a `hold.expired` may
+/// be written after its expiry.
+pub const PUBLISH_BACKLOG: &str = "SELECT \
+     CAST(GREATEST(CAST(f.sequenced_through AS SIGNED) - CAST(f.published_through AS SIGNED), 0) AS UNSIGNED), \
+     CAST(GREATEST(COALESCE(TIMESTAMPDIFF(SECOND, (SELECT e.occurred_at FROM events e \
+         FORCE INDEX (events_seq_index) WHERE e.seq > f.published_through ORDER BY e.seq LIMIT 1), \
+         UTC_TIMESTAMP(6)), 0), 0) AS UNSIGNED) \
+     FROM event_feed f WHERE f.id = 1";
+
 /// Events read per scan.
 const PUBLISH_PAGE: u32 = 100;
 
@@ -76,6 +88,11 @@ pub struct PublishReport {
     /// until the deadline. The unsent events stay above
     /// `published_through`; the next run starts with them.
     pub failure: Option<String>,
+    /// Numbered events not sent when the run ended (its backlog).
+    pub unsent: u64,
+    /// Seconds since the oldest of them happened; 0 when none is left.
+    /// The publisher's metric `EventsUnsentAge` and its alarm.
+    pub oldest_unsent_s: u64,
 }
 
 /// Sends every event above `published_through` to `bus`, oldest first,
@@ -101,7 +118,12 @@ pub async fn publish(
             ..PublishReport::default()
         });
     }
-    let result = run(&mut conn, client, bus, deadline).await;
+    let mut result = run(&mut conn, client, bus, deadline).await;
+    if let Ok(report) = &mut result {
+        (report.unsent, report.oldest_unsent_s) = sqlx::query_as(PUBLISH_BACKLOG)
+            .fetch_one(&mut *conn)
+            .await?;
+    }
     // Released now; the connection's close would release it anyway.
     let _ = sqlx::query(PUBLISH_UNLOCK).execute(&mut *conn).await;
     result

@@ -38,10 +38,14 @@ pub enum Metric {
     CounterRepairs,
     SweepSlotsFailed,
     HoldsDeleted,
+    /// The publisher's backlog when a run ends: numbered events not sent.
+    EventsUnsent,
+    /// How long the oldest of them has waited, in seconds (0: none).
+    EventsUnsentAge,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: [Metric; 16] = [
         Metric::HoldsCreated,
         Metric::SeatsHeld,
         Metric::SeatsConfirmed,
@@ -56,6 +60,8 @@ impl Metric {
         Metric::CounterRepairs,
         Metric::SweepSlotsFailed,
         Metric::HoldsDeleted,
+        Metric::EventsUnsent,
+        Metric::EventsUnsentAge,
     ];
 
     /// The CloudWatch metric name (template.yaml's alarms use these).
@@ -75,6 +81,16 @@ impl Metric {
             Metric::CounterRepairs => "CounterRepairs",
             Metric::SweepSlotsFailed => "SweepSlotsFailed",
             Metric::HoldsDeleted => "HoldsDeleted",
+            Metric::EventsUnsent => "EventsUnsent",
+            Metric::EventsUnsentAge => "EventsUnsentAge",
+        }
+    }
+
+    /// The CloudWatch unit: a count, but for the one age.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::EventsUnsentAge => "Seconds",
+            _ => "Count",
         }
     }
 }
@@ -132,7 +148,7 @@ impl Counts {
             .filter_map(|&metric| {
                 let value = self.get(metric)?;
                 root.insert(metric.name().into(), value.into());
-                Some(json!({"Name": metric.name(), "Unit": "Count"}))
+                Some(json!({"Name": metric.name(), "Unit": metric.unit()}))
             })
             .collect();
         if !counted.is_empty() {
@@ -197,6 +213,28 @@ mod tests {
             json!(["function", "reason"])
         );
         assert_eq!(doc["_aws"]["Timestamp"], 7);
+    }
+
+    #[test]
+    fn the_age_is_in_seconds_and_every_other_metric_a_count() {
+        let mut counts = Counts::default();
+        counts.add(Metric::EventsUnsent, 12);
+        counts.add(Metric::EventsUnsentAge, 3600);
+        let doc = counts
+            .document("events-publish", 1, &[])
+            .expect("a document");
+        assert_eq!(
+            (doc["EventsUnsent"].clone(), doc["EventsUnsentAge"].clone()),
+            (json!(12), json!(3600))
+        );
+        let metrics = &doc["_aws"]["CloudWatchMetrics"][0]["Metrics"];
+        assert_eq!(
+            metrics,
+            &json!([
+                {"Name": "EventsUnsent", "Unit": "Count"},
+                {"Name": "EventsUnsentAge", "Unit": "Seconds"}
+            ])
+        );
     }
 
     #[test]
