@@ -15,7 +15,7 @@ pub struct Target {
 }
 
 impl Target {
-    pub(super) fn new(target: impl Into<String>, measured: Option<(String, bool)>) -> Self {
+    fn new(target: impl Into<String>, measured: Option<(String, bool)>) -> Self {
         let (measured, pass) = match measured {
             Some((text, pass)) => (text, Some(pass)),
             None => ("not measured".into(), None),
@@ -38,7 +38,7 @@ impl Target {
 
 /// `measured` ≥ `min` × `reference` in ops/s, both rows of `scenario` (or
 /// of `scenarios`: measured's, reference's) at `clients`.
-pub(super) fn at_least(
+fn at_least(
     rows: &[Row],
     target: String,
     (scenario, reference_scenario): (&str, &str),
