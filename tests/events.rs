@@ -318,6 +318,14 @@ async fn next_is_always_there_a_foreign_cursor_is_422_and_one_behind_retention_4
         assert_eq!(refused.status, 422, "{query}: {}", refused.body);
         assert_eq!(refused.body["reason"], "validation_failed");
     }
+    // An unknown parameter under its own name (SPEC §19.6).
+    let unknown = page(&app, &admin, "from=1&limit=2").await;
+    assert_eq!(
+        unknown.body["errors"]["from"][0],
+        "The \"from\" parameter is not allowed; use after or limit.",
+        "{}",
+        unknown.body
+    );
     let foreign = page(&app, &admin, "after=garbage").await;
     assert!(
         foreign.body["errors"]["cursor"].is_array(),

@@ -655,7 +655,7 @@ async fn no_body_or_an_empty_object_holds_one_seat_and_a_quantity_holds_that_man
 }
 
 #[tokio::test]
-async fn a_body_that_is_not_a_json_object_or_has_an_unknown_field_is_422_body() {
+async fn a_body_that_is_not_a_json_object_is_422_body_and_an_unknown_field_422_under_its_name() {
     let db = TestDb::new().await;
     let app = db.app();
     let slot = db.insert_slot(10).await;
@@ -682,9 +682,11 @@ async fn a_body_that_is_not_a_json_object_or_has_an_unknown_field_is_422_body() 
         (r#"{"quantity": 2, "note": "x"}"#, "note"),
     ] {
         let reply = send(&app, "hold", hold_on(slot, &key(), Some(body)), None).await;
-        reply.assert_invalid(&["body"]);
+        // SPEC §19.6: under its own name, so a program need not parse the
+        // message to learn which field.
+        reply.assert_invalid(&[name]);
         assert_eq!(
-            reply.body["errors"]["body"][0],
+            reply.body["errors"][name][0],
             format!("The \"{name}\" field is not allowed.")
         );
         assert!(reply.message().contains(name), "{}", reply.body);
@@ -716,7 +718,7 @@ async fn a_quantity_that_is_not_an_integer_within_the_maximum_is_422_quantity() 
         None,
     )
     .await;
-    both.assert_invalid(&["body", "quantity"]);
+    both.assert_invalid(&["n", "quantity"]);
     assert!(
         both.message().ends_with("(and 1 more error)"),
         "{}",

@@ -143,7 +143,7 @@ async fn bad_bodies_are_refused_by_field_and_a_bad_element_writes_nothing() {
         ),
         (
             json!({"starts_at": tomorrow(9), "ends_at": tomorrow(10), "capacity": 1, "remaining": 1}),
-            "body",
+            "remaining",
         ),
         (json!([]), "body"),
         (Value::Array(vec![good.clone(); 501]), "body"),
@@ -160,12 +160,23 @@ async fn bad_bodies_are_refused_by_field_and_a_bad_element_writes_nothing() {
     }
     let (status, answer) = create(&app, &admin, &json!({"capacity": 5, "colour": 1})).await;
     assert_eq!(status, 422);
-    assert_eq!(fields(&answer), ["body", "ends_at", "starts_at"]);
+    // An unknown field under its own name (SPEC §19.6), in a batch under
+    // the element's index as every other field.
+    assert_eq!(fields(&answer), ["colour", "ends_at", "starts_at"]);
     assert!(
-        answer["errors"]["body"][0]
+        answer["errors"]["colour"][0]
             .as_str()
             .unwrap()
             .contains("\"colour\"")
+    );
+    let batch = json!([
+        {"starts_at": tomorrow(9), "ends_at": tomorrow(10), "capacity": 1},
+        {"starts_at": tomorrow(9), "ends_at": tomorrow(10), "capacity": 1, "colour": 1},
+    ]);
+    let (status, answer) = create(&app, &admin, &batch).await;
+    assert_eq!(
+        (status, fields(&answer)),
+        (422, vec!["1.colour".to_string()])
     );
     let not_json = request(Method::POST, "/slots", None, Some("{capacity: 5"));
     let (status, answer) = call(&app, Some(&admin), not_json).await;

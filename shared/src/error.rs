@@ -12,9 +12,17 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Field name → messages, Laravel's `errors` shape. A name is ours
-/// (`capacity`) or built from ours (`3.capacity`: the fourth element of a
-/// batch), never a field the client sent.
+/// (`capacity`), built from ours (`3.capacity`: the fourth element of a
+/// batch), or, for a field or parameter the route does not take, the name
+/// the client sent (SPEC §19.6: see [`sent_name`]). `body` and `query` name
+/// only what concerns the whole body or query.
 pub type FieldErrors = BTreeMap<Cow<'static, str>, Vec<String>>;
+
+/// A name the client sent, as an `errors` key and in its message: at most
+/// 64 characters, since a body is not a log.
+pub fn sent_name(name: &str) -> String {
+    name.chars().take(64).collect()
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

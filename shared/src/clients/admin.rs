@@ -5,7 +5,7 @@ use super::key::ApiKey;
 use super::{ANONYMOUS, Client, ClientId, Role};
 use crate::config::MAX_RATE_LIMIT_PER_SECOND;
 use crate::db;
-use crate::error::{Error, FieldErrors};
+use crate::error::{Error, FieldErrors, sent_name};
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -30,16 +30,17 @@ impl NewClient {
             return Err(Error::invalid("body", "The body must be a JSON object."));
         };
         let mut errors = FieldErrors::new();
-        let mut fail = |field: &'static str, message: String| {
-            errors.entry(field.into()).or_default().push(message);
-        };
         for unknown in fields
             .keys()
             .filter(|k| !["name", "role", "rate_limit_per_second"].contains(&k.as_str()))
         {
-            // Named in the message; the field itself is not one of ours.
-            fail("body", format!("The {unknown:?} field is not allowed."));
+            let name = sent_name(unknown);
+            let message = format!("The {name:?} field is not allowed.");
+            errors.entry(name.into()).or_default().push(message);
         }
+        let mut fail = |field: &'static str, message: String| {
+            errors.entry(field.into()).or_default().push(message);
+        };
         let name = match fields.get("name") {
             None | Some(Value::Null) => {
                 fail("name", "The name field is required.".into());
@@ -331,7 +332,7 @@ mod tests {
         assert_eq!(fields(json!([])), ["body"]);
         assert_eq!(fields(json!(null)), ["body"]);
         assert_eq!(fields(json!({})), ["name"]);
-        assert_eq!(fields(json!({"name": "x", "admin": true})), ["body"]);
+        assert_eq!(fields(json!({"name": "x", "admin": true})), ["admin"]);
         assert_eq!(fields(json!({"name": ""})), ["name"]);
         assert_eq!(fields(json!({"name": " x"})), ["name"]);
         assert_eq!(fields(json!({"name": "a\nb"})), ["name"]);

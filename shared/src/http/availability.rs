@@ -6,7 +6,7 @@ use crate::App;
 use crate::cache::{CacheStatus, Served};
 use crate::clients::Needs;
 use crate::domain::parse_instant;
-use crate::error::{Error, FieldErrors};
+use crate::error::{Error, FieldErrors, sent_name};
 use crate::slots::availability::{MAX_LIMIT, Query};
 use crate::slots::cursor::{Cursor, CursorError, Filters};
 use crate::telemetry::{self, Metric};
@@ -121,8 +121,8 @@ fn next_link(request: &Request, query: &Query, cursor: &str) -> String {
 const NAMES: [&str; 5] = ["from", "to", "available", "limit", "cursor"];
 
 /// The parameters, validated: every problem is reported at once, each
-/// under the parameter's name (an unknown one under `query`, named in the
-/// message). A cursor is checked against the filters sent with it.
+/// under the parameter's name (an unknown one too). A cursor is checked
+/// against the filters sent with it.
 pub(super) fn parse_query(parameters: &[(String, String)]) -> Result<Query, Error> {
     let mut errors = FieldErrors::new();
     let mut given: [Option<&str>; 5] = [None; 5];
@@ -135,15 +135,12 @@ pub(super) fn parse_query(parameters: &[(String, String)]) -> Result<Query, Erro
             ),
             Some(i) => given[i] = Some(value),
             None => {
-                let name: String = name.chars().take(64).collect();
-                add(
-                    &mut errors,
-                    "query",
-                    format!(
-                        "The {name:?} parameter is not allowed; use from, to, available, \
-                         limit or cursor."
-                    ),
+                let name = sent_name(name);
+                let message = format!(
+                    "The {name:?} parameter is not allowed; use from, to, available, limit or \
+                     cursor."
                 );
+                errors.entry(name.into()).or_default().push(message);
             }
         }
     }
@@ -324,7 +321,7 @@ mod tests {
         }
         assert_eq!(fields(&[("cursor", "nope")]), ["cursor"]);
         assert_eq!(fields(&[("limit", "5"), ("limit", "5")]), ["limit"]);
-        assert_eq!(fields(&[("page", "2"), ("from", "x")]), ["from", "query"]);
+        assert_eq!(fields(&[("page", "2"), ("from", "x")]), ["from", "page"]);
     }
 
     #[test]

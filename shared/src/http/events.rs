@@ -5,10 +5,11 @@
 use super::{HandlerResult, caller, error_response, json};
 use crate::App;
 use crate::clients::Needs;
-use crate::error::{Error, FieldErrors};
+use crate::error::{Error, FieldErrors, sent_name};
 use crate::events::{CursorError, EventCursor};
 use lambda_http::http::{HeaderValue, StatusCode, header};
 use lambda_http::{Request, RequestExt};
+use std::borrow::Cow;
 
 /// Events per page: `limit` 1 to this, 100 when absent.
 pub const MAX_EVENTS: u32 = 500;
@@ -53,12 +54,12 @@ pub async fn list_events(app: &App, request: Request) -> HandlerResult {
 }
 
 /// `after` (a cursor the server issued) and `limit`; every problem at
-/// once, each under its parameter, an unknown one under `query`. A cursor
-/// not issued here is reported under `cursor` (SPEC §15.12).
+/// once, each under its parameter, an unknown one too. A cursor not issued
+/// here is reported under `cursor` (SPEC §15.12).
 fn parse(parameters: &[(String, String)]) -> Result<(Option<EventCursor>, u32), Error> {
     let mut errors = FieldErrors::new();
-    let mut add = |field: &'static str, message: String| {
-        errors.entry(field.into()).or_default().push(message);
+    let mut add = |field: Cow<'static, str>, message: String| {
+        errors.entry(field).or_default().push(message);
     };
     let (mut after, mut limit) = (None, None);
     for (name, value) in parameters {
@@ -66,17 +67,15 @@ fn parse(parameters: &[(String, String)]) -> Result<(Option<EventCursor>, u32), 
             "after" => &mut after,
             "limit" => &mut limit,
             other => {
-                let name: String = other.chars().take(64).collect();
-                add(
-                    "query",
-                    format!("The {name:?} parameter is not allowed; use after or limit."),
-                );
+                let name = sent_name(other);
+                let message = format!("The {name:?} parameter is not allowed; use after or limit.");
+                add(name.into(), message);
                 continue;
             }
         };
         if slot.replace(value.as_str()).is_some() {
             add(
-                if name == "after" { "after" } else { "limit" },
+                if name == "after" { "after" } else { "limit" }.into(),
                 format!("The {name} parameter may be given only once."),
             );
         }
@@ -91,7 +90,7 @@ fn parse(parameters: &[(String, String)]) -> Result<(Option<EventCursor>, u32), 
                     .filter(|n| (1..=MAX_EVENTS).contains(n));
             parsed.unwrap_or_else(|| {
                 add(
-                    "limit",
+                    "limit".into(),
                     format!("The limit parameter must be an integer from 1 to {MAX_EVENTS}."),
                 );
                 DEFAULT_EVENTS
@@ -103,7 +102,7 @@ fn parse(parameters: &[(String, String)]) -> Result<(Option<EventCursor>, u32), 
         Some(Ok(cursor)) => Some(cursor),
         Some(Err(CursorError::Unknown | CursorError::Expired)) => {
             add(
-                "cursor",
+                "cursor".into(),
                 "The after parameter is not a cursor this server issued; follow the next link \
                  as it was sent, or leave after out to start from the oldest event kept."
                     .into(),
@@ -144,11 +143,11 @@ mod tests {
             (vec![("limit", "")], vec!["limit"]),
             (vec![("after", "xyz")], vec!["cursor"]),
             (vec![("after", "")], vec!["cursor"]),
-            (vec![("cursor", "x")], vec!["query"]),
+            (vec![("cursor", "x")], vec!["cursor"]),
             (vec![("limit", "1"), ("limit", "2")], vec!["limit"]),
             (
                 vec![("after", "x"), ("limit", "a"), ("b", "")],
-                vec!["cursor", "limit", "query"],
+                vec!["b", "cursor", "limit"],
             ),
         ] {
             let Err(Error::Validation(errors)) = parse(&pairs(&query)) else {

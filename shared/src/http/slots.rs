@@ -4,7 +4,7 @@ use super::{HandlerResult, booking_for, caller, error_response, json, path_id};
 use crate::App;
 use crate::clients::Needs;
 use crate::domain::{IdempotencyKey, SlotId};
-use crate::error::{Error, FieldErrors};
+use crate::error::{Error, FieldErrors, sent_name};
 use lambda_http::Request;
 use lambda_http::http::{HeaderValue, StatusCode};
 use serde_json::Value;
@@ -59,13 +59,9 @@ pub(super) fn quantity(body: &[u8], max: u32) -> Result<u32, Error> {
     let mut quantity = 1;
     for (field, value) in &object {
         if field != "quantity" {
-            // Named in the message, as for clients (`errors` keys are
-            // ours); kept short: a body is not a log.
-            let name: String = field.chars().take(64).collect();
-            errors
-                .entry("body".into())
-                .or_default()
-                .push(format!("The {name:?} field is not allowed."));
+            let name = sent_name(field);
+            let message = format!("The {name:?} field is not allowed.");
+            errors.entry(name.into()).or_default().push(message);
             continue;
         }
         match value.as_u64().filter(|n| (1..=u64::from(max)).contains(n)) {
@@ -169,7 +165,14 @@ mod tests {
             assert_eq!(reason(body).0, ["quantity"], "{body}");
         }
         let (fields, message) = reason(r#"{"qty": 2, "quantity": 0}"#);
-        assert_eq!(fields, ["body", "quantity"]);
+        assert_eq!(fields, ["qty", "quantity"]);
         assert!(message.contains("\"qty\""), "{message}");
+        let long = "x".repeat(1000);
+        let (fields, _) = reason(&format!(r#"{{"{long}": 1}}"#));
+        assert_eq!(
+            fields,
+            ["x".repeat(64)],
+            "a sent name is cut to 64 characters"
+        );
     }
 }

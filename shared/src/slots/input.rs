@@ -3,11 +3,11 @@
 //! reported at once, each under its field: `capacity`, `3.capacity` for
 //! the fourth element of a batch (0-based), and `body` for the shape of
 //! the body itself (not an object or an array, an empty or oversized
-//! batch, an element that is not an object, an unknown field, which the
-//! message names).
+//! batch, an element that is not an object). An unknown field is reported
+//! under its own name (`colour`, `3.colour`), as every other field.
 
 use crate::domain::parse_instant;
-use crate::error::{Error, FieldErrors};
+use crate::error::{Error, FieldErrors, sent_name};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -180,12 +180,16 @@ fn order(
 
 fn unknown_fields(fields: &Map<String, Value>, index: Option<usize>, errors: &mut FieldErrors) {
     for unknown in fields.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
-        // Named in the message; the field itself is not one of ours.
+        let unknown = sent_name(unknown);
         let message = match index {
             None => format!("The {unknown:?} field is not allowed."),
             Some(i) => format!("The {unknown:?} field of element {i} is not allowed."),
         };
-        fail(errors, "body".into(), message);
+        let key = match index {
+            None => unknown,
+            Some(i) => format!("{i}.{unknown}"),
+        };
+        fail(errors, key.into(), message);
     }
 }
 
@@ -299,7 +303,7 @@ mod tests {
         let err =
             NewSlots::from_json(&json!({"capacity": 1_000_001, "colour": "red"})).unwrap_err();
         let errors = errors(err);
-        assert!(errors["body"][0].contains("\"colour\""), "{errors:?}");
+        assert!(errors["colour"][0].contains("\"colour\""), "{errors:?}");
         assert!(errors.contains_key("starts_at") && errors.contains_key("ends_at"));
         assert!(errors["capacity"][0].contains("1 to 1000000"), "{errors:?}");
         for bad in [json!(2.5), json!("3"), json!(-1), json!(null), json!(true)] {
@@ -346,7 +350,7 @@ mod tests {
         );
         assert_eq!(
             fields(SlotChange::from_json(&json!({"remaining": 3})).unwrap_err()),
-            ["body"]
+            ["remaining"]
         );
         assert_eq!(
             fields(SlotChange::from_json(&json!({"capacity": null})).unwrap_err()),
