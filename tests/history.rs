@@ -1,22 +1,24 @@
 //! Recorded histories, checked for linearizability against the sequential
-//! model of SPEC §4 (`support/history`, whose own unit tests try the
-//! checker on hand-made histories): the checker rejecting the histories of
-//! planted bugs, and the real service's history under a randomized
-//! concurrent workload, which it must accept.
+//! model of SPEC §4 and §9 (`support/history`, whose own unit tests try
+//! the checker on hand-made histories): the checker rejecting the
+//! histories of planted bugs, and the real service's history under a
+//! randomized concurrent workload with holds that expire, extensions and
+//! lost answers (`support/history/workload.rs`), which it must accept.
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use serde_json::Value;
 use shared::App;
 use shared::http;
-use slot_booking_tests::history::{Call, Recorder, Report, Request, check};
+use slot_booking_tests::history::workload::{self, Shared};
+use slot_booking_tests::history::{Call, Recorder, Report, Request, Rules, check};
 use slot_booking_tests::planted;
+use slot_booking_tests::proxy::Proxy;
 use slot_booking_tests::*;
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Barrier;
+use tokio::sync::{Barrier, watch};
 
 async fn real_hold(app: &App, slot: u64, key: &str) -> (u16, Value) {
     read(
@@ -26,152 +28,89 @@ async fn real_hold(app: &App, slot: u64, key: &str) -> (u16, Value) {
     )
 }
 
-/// A hold the callers know of: its slot and key, and, once an answer gave
-/// them, its id and the status that answer showed.
-#[derive(Clone)]
-struct Known {
-    slot: u64,
-    key: String,
-    id: Option<u64>,
-    status: String,
-}
-
-const CALLS_EACH: usize = 40;
-
-/// One of the known holds with an id, preferably one that `wanted` likes.
-fn pick(known: &[Known], rng: &mut StdRng, wanted: impl Fn(&Known) -> bool) -> Option<Known> {
-    let with_id: Vec<&Known> = known.iter().filter(|k| k.id.is_some()).collect();
-    let fitting: Vec<&Known> = with_id.iter().copied().filter(|k| wanted(k)).collect();
-    let from = if fitting.is_empty() { with_id } else { fitting };
-    (!from.is_empty()).then(|| from[rng.random_range(0..from.len())].clone())
-}
-
-/// One caller of the workload: holds with fresh keys, replays of known
-/// keys, confirms of holds last seen held, cancels of holds last seen
-/// held or confirmed; its own and the other callers' alike.
-async fn caller(
-    client: usize,
-    app: App,
-    slots: Arc<Vec<u64>>,
-    known: Arc<Mutex<Vec<Known>>>,
-    rec: Recorder,
-) {
-    let mut rng = StdRng::from_rng(&mut rand::rng());
-    for _ in 0..CALLS_EACH {
-        let roll = rng.random_range(0..100);
-        let request = {
-            let known = known.lock().unwrap();
-            let id = |k: Known| k.id.expect("picked with an id");
-            match roll {
-                40..55 if !known.is_empty() => {
-                    let k = known[rng.random_range(0..known.len())].clone();
-                    Some(Request::Hold {
-                        slot: k.slot,
-                        key: k.key,
-                    })
-                }
-                55..80 => pick(&known, &mut rng, |k| k.status == "held")
-                    .map(|k| Request::Confirm { hold: id(k) }),
-                80.. => pick(&known, &mut rng, |k| k.status != "cancelled")
-                    .map(|k| Request::Cancel { hold: id(k) }),
-                _ => None,
-            }
-        }
-        .unwrap_or_else(|| Request::Hold {
-            slot: slots[rng.random_range(0..slots.len())],
-            key: new_key().to_string(),
-        });
-        let (_, body) = match &request {
-            Request::Hold { slot, key } => {
-                let answer = real_hold(&app, *slot, key);
-                rec.record(client, request.clone(), answer).await
-            }
-            Request::Confirm { hold } => {
-                let answer = http::confirm(&app, confirm_request(&hold.to_string()));
-                rec.record(client, request.clone(), async {
-                    read(answer.await.unwrap())
-                })
-                .await
-            }
-            Request::Cancel { hold } => {
-                let answer = http::cancel(&app, cancel_request(&hold.to_string()));
-                rec.record(client, request.clone(), async {
-                    read(answer.await.unwrap())
-                })
-                .await
-            }
-        };
-        let mut known = known.lock().unwrap();
-        let key = match (&request, body["idempotency_key"].as_str()) {
-            (_, Some(key)) => key.to_string(),
-            (Request::Hold { key, .. }, None) => key.clone(),
-            _ => continue,
-        };
-        let i = match known.iter().position(|k| k.key == key) {
-            Some(i) => i,
-            None => {
-                let Request::Hold { slot, .. } = request else {
-                    continue;
-                };
-                known.push(Known {
-                    slot,
-                    key,
-                    id: None,
-                    status: String::new(),
-                });
-                known.len() - 1
-            }
-        };
-        if let (Some(id), Some(status)) = (body["id"].as_u64(), body["status"].as_str()) {
-            (known[i].id, known[i].status) = (Some(id), status.to_string());
-        }
-    }
+/// The rules of the environments the planted-bug tests use.
+fn long_lived() -> Rules {
+    Rules::new(Duration::from_secs(300), Duration::from_secs(1800))
 }
 
 /// Twelve callers, each its own environment, released together, on four
-/// slots of one to three seats (see [`caller`]). Every call goes through
-/// the HTTP handlers and is recorded; the history must be linearizable.
-/// Holds live 300 s, so none expires during the run.
+/// slots of one to three seats (see `workload::caller`); four of them
+/// reach the database through a proxy that loses the answers in flight
+/// twenty times. Holds live 300–800 ms (one figure per run) and at most a
+/// quarter longer, so they expire, are extended to their cap and refused
+/// beyond it during the run. Every call goes through the HTTP handlers and
+/// is recorded; the history must be linearizable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn the_real_services_history_under_a_randomized_concurrent_workload_is_linearizable() {
     const CALLERS: usize = 12;
+    const THROUGH_PROXY: usize = 4;
+    const CALLS_EACH: usize = 40;
+    const CUTS: usize = 20;
     let db = TestDb::new().await;
+    let ttl = Duration::from_millis(rand::rng().random_range(300..=800));
+    let lifetime = ttl + ttl / 4;
     let mut capacities = BTreeMap::new();
     for capacity in [1, 2, 3, 2] {
         capacities.insert(db.insert_slot(capacity).await.0, capacity);
     }
-    let slots: Arc<Vec<u64>> = Arc::new(capacities.keys().copied().collect());
-    let known: Arc<Mutex<Vec<Known>>> = Arc::default();
     let recorder = Recorder::new();
-    let apps = db.warm_apps(CALLERS, Duration::from_secs(300)).await;
-    let rec = recorder.clone();
-    together(apps, move |client, app| {
-        caller(client, app, slots.clone(), known.clone(), rec.clone())
-    })
-    .await;
+    let shared = Shared::new(capacities.keys().copied().collect(), recorder.clone());
+    let proxy = Arc::new(Proxy::start().await);
+    let apps: Vec<App> = (0..CALLERS)
+        .map(|i| workload::app(&db, (i < THROUGH_PROXY).then_some(&*proxy), ttl, lifetime))
+        .collect();
+    for app in &apps {
+        warm(app).await;
+    }
+    let (stop, stopped) = watch::channel(false);
+    let callers = {
+        let shared = shared.clone();
+        async move {
+            together(apps, move |client, app| {
+                workload::caller(client, app, CALLS_EACH, shared.clone())
+            })
+            .await;
+            stop.send(true).expect("the fault injectors listen");
+        }
+    };
+    let ((), cuts, ended) = tokio::join!(
+        callers,
+        workload::lose_answers(proxy.clone(), CUTS, stopped.clone()),
+        workload::end_abandoned(&db, stopped),
+    );
+    let direct = workload::app(&db, None, ttl, lifetime);
+    workload::replay_doubtful(&direct, CALLERS, &shared).await;
     let history = recorder.history();
-    let report = check(&history, &capacities);
+    let report = check(&history, &capacities, Rules::new(ttl, lifetime));
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     for c in &history {
         let what = match c.request {
             Request::Hold { .. } => "hold",
             Request::Confirm { .. } => "confirm",
             Request::Cancel { .. } => "cancel",
+            Request::Extend { .. } => "extend",
         };
         let answer = c.response.reason.clone().unwrap_or_default();
         *outcomes
             .entry(format!("{what} {} {answer}", c.response.status))
             .or_default() += 1;
     }
+    println!(
+        "hold ttl {ttl:?}, lifetime {lifetime:?}; answers lost {cuts} times; {ended} abandoned sessions ended"
+    );
     println!("history: {report}");
     println!("outcomes: {outcomes:?}");
     assert!(report.linearizable(), "{report}");
-    assert_eq!(history.len(), CALLERS * CALLS_EACH);
+    assert!(history.len() >= CALLERS * CALLS_EACH);
     for needed in [
         "hold 201 ",
         "hold 200 ",
         "hold 409 capacity_exhausted",
         "confirm 200 ",
+        "confirm 409 hold_expired",
+        "extend 200 ",
+        "extend 409 hold_expired",
+        "extend 409 extension_limit_reached",
         "cancel 200 ",
     ] {
         assert!(
@@ -180,6 +119,89 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
         );
     }
     db.assert_invariants().await;
+    db.drop().await;
+}
+
+/// Planted: an extension without its expiry check, which revives an
+/// expired hold (SPEC §9: never; its seat may be taken). Answers like
+/// `POST /holds/{id}/extend`.
+async fn extend_without_expiry_check(app: &App, id: u64, rules: Rules) -> (u16, Value) {
+    sqlx::query(
+        "UPDATE holds SET expires_at = LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
+         created_at + INTERVAL ? MICROSECOND), updated_at = UTC_TIMESTAMP(6) \
+         WHERE id = ? AND status = 'held'",
+    )
+    .bind(rules.ttl / 1000)
+    .bind(rules.max_lifetime / 1000)
+    .bind(id)
+    .execute(app.booking.pool())
+    .await
+    .expect("planted extension");
+    read(
+        http::get_hold(app, get_hold_request(&id.to_string()))
+            .await
+            .unwrap(),
+    )
+}
+
+/// A hold, then, once it has expired, an extension: by `extend`.
+async fn extended_after_expiry<F, Fut>(app: &App, slot: u64, extend: F) -> Vec<Call>
+where
+    F: FnOnce(u64) -> Fut,
+    Fut: Future<Output = (u16, Value)>,
+{
+    let rec = Recorder::new();
+    let hold = Request::Hold {
+        slot,
+        key: new_key().to_string(),
+    };
+    let (status, body) = workload::call(app, &rec, 0, &hold).await;
+    assert_eq!(status, 201, "{body}");
+    let expires: chrono::DateTime<chrono::Utc> =
+        body["expires_at"].as_str().unwrap().parse().unwrap();
+    let past = expires + chrono::Duration::milliseconds(50) - chrono::Utc::now();
+    tokio::time::sleep(past.to_std().unwrap_or_default()).await;
+    let id = body["id"].as_u64().unwrap();
+    rec.record(0, Request::Extend { hold: id }, extend(id))
+        .await;
+    rec.history()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_checker_rejects_the_history_of_an_extension_that_revives_an_expired_hold() {
+    let db = TestDb::new().await;
+    let (ttl, lifetime) = (Duration::from_millis(300), Duration::from_millis(375));
+    let rules = Rules::new(ttl, lifetime);
+    let app = workload::app(&db, None, ttl, lifetime);
+    let judge = |name: &str, history: &[Call], slot: u64| {
+        let report = check(history, &BTreeMap::from([(slot, 1)]), rules);
+        println!("{name}: {report}");
+        report
+    };
+
+    let slot = db.insert_slot(1).await.0;
+    let history = extended_after_expiry(&app, slot, |id| {
+        extend_without_expiry_check(&app, id, rules)
+    })
+    .await;
+    assert_eq!(history[1].response.status, 200, "the bug manifested");
+    let why = judge("expiry check removed", &history, slot)
+        .counterexample
+        .expect("the revival is rejected");
+    assert!(why.contains("the model answers 409 hold_expired"), "{why}");
+
+    let slot = db.insert_slot(1).await.0;
+    let app = &app;
+    let history = extended_after_expiry(app, slot, |id| async move {
+        read(
+            http::extend_hold(app, extend_request(&id.to_string()))
+                .await
+                .unwrap(),
+        )
+    })
+    .await;
+    assert_eq!(history[1].response.reason.as_deref(), Some("hold_expired"));
+    assert!(judge("real service", &history, slot).linearizable());
     db.drop().await;
 }
 
@@ -219,7 +241,7 @@ fn statuses(history: &[Call]) -> BTreeMap<u16, usize> {
 
 /// Checks `history` on a slot of `capacity` and prints the verdict.
 fn judged(name: &str, history: &[Call], slot: u64, capacity: u32) -> Report {
-    let report = check(history, &BTreeMap::from([(slot, capacity)]));
+    let report = check(history, &BTreeMap::from([(slot, capacity)]), long_lived());
     println!("{name}: {report}");
     report
 }

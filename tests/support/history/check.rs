@@ -1,8 +1,18 @@
-//! The checker: the history split per slot (P-compositionality: every call
-//! acts on one slot, and linearizability is local, so the history is
-//! linearizable iff each slot's sub-history is), then Wing & Gong's search
-//! on each, memoised as in Lowe's and Porcupine's: a set of linearized calls
-//! (a bitset) reached with the same model state is never explored twice.
+//! The checker: per slot (see `partition.rs`), Wing & Gong's search,
+//! memoised as in Lowe's and Porcupine's.
+//!
+//! Holds expire, so a linearization places each call at an instant `t`
+//! inside its interval (widened by [`super::CLOCK_MARGIN`]), never earlier
+//! than the call placed before it, and the model answers at `t`. Between
+//! two of the model's turning points (`Slot::turning_points`: where some
+//! hold expires, where an extension's limit or cap changes) the answer
+//! and the state after are the same, so a call is tried at the earliest
+//! instant it may have and at each turning point after that inside its
+//! interval; of the instants that give the observed answer and the same
+//! state after, only the earliest (any later one only narrows what may
+//! follow). The memo keeps, for each (set of linearized calls, model
+//! state), the earliest instant it was reached at: reached again no
+//! earlier, it has nothing new to offer.
 //!
 //! 503 `service_unavailable` is *not* taken as "no effect": the service
 //! answers it when its operation deadline fires, which can be after COMMIT
@@ -10,8 +20,10 @@
 //! Knossos treats an indeterminate one: it may take effect at any instant
 //! after its invocation (its completion is at infinity) or never.
 
-use super::model::{Kind, Observed, Slot, State, Status};
-use super::{Call, Request};
+use super::model::{Observed, ms};
+use super::partition::{Partition, partition, short, show};
+use super::slot::{Slot, State};
+use super::{Call, Rules};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -48,27 +60,10 @@ impl fmt::Display for Report {
     }
 }
 
-/// One call of a slot's sub-history.
-struct Op {
-    call: usize,
-    invoked: u64,
-    /// `u64::MAX` when the outcome is unknown.
-    completed: u64,
-    kind: Kind,
-    key: usize,
-    observed: Observed,
-}
-
-struct Partition {
-    slot: u64,
-    model: Slot,
-    keys: Vec<String>,
-    ops: Vec<Op>,
-}
-
 /// Decides whether `history` is linearizable; `capacities` gives each
-/// slot's capacity (every call must name a slot listed there).
-pub fn check(history: &[Call], capacities: &BTreeMap<u64, u32>) -> Report {
+/// slot's capacity (every call must name a slot listed there), `rules` the
+/// service's hold TTL and lifetime.
+pub fn check(history: &[Call], capacities: &BTreeMap<u64, u32>, rules: Rules) -> Report {
     let started = Instant::now();
     let mut report = Report {
         calls: history.len(),
@@ -77,7 +72,7 @@ pub fn check(history: &[Call], capacities: &BTreeMap<u64, u32>) -> Report {
         elapsed: Duration::ZERO,
         counterexample: None,
     };
-    match partition(history, capacities) {
+    match partition(history, capacities, rules) {
         Err(why) => report.counterexample = Some(why),
         Ok(partitions) => {
             report.slots = partitions.len();
@@ -95,194 +90,127 @@ pub fn check(history: &[Call], capacities: &BTreeMap<u64, u32>) -> Report {
     report
 }
 
-/// Splits the history per slot, after the checks that span slots: one
-/// hold per key and one key per hold, every answer's hold the one asked for.
-fn partition(history: &[Call], capacities: &BTreeMap<u64, u32>) -> Result<Vec<Partition>, String> {
-    let mut key_slot: HashMap<&str, u64> = HashMap::new();
-    for (i, c) in history.iter().enumerate() {
-        if let Request::Hold { slot, key } = &c.request
-            && *key_slot.entry(key).or_insert(*slot) != *slot
-        {
-            return Err(format!(
-                "call #{i}: key {key} used on two slots (outside the model)"
-            ));
-        }
-    }
-    let mut id_key: HashMap<u64, (&str, usize)> = HashMap::new();
-    let mut key_id: HashMap<&str, (u64, usize)> = HashMap::new();
-    for (i, c) in history.iter().enumerate() {
-        let Some(h) = &c.response.hold else { continue };
-        let asked = match &c.request {
-            Request::Hold { slot, key } => h.slot == *slot && h.key == *key,
-            Request::Confirm { hold } | Request::Cancel { hold } => h.id == *hold,
-        };
-        if !asked {
-            return Err(format!(
-                "call #{i}: answered with another hold: {}",
-                show(c)
-            ));
-        }
-        let (key, by_id) = *id_key.entry(h.id).or_insert((&h.key, i));
-        let (id, by_key) = *key_id.entry(&h.key).or_insert((h.id, i));
-        if key != h.key || id != h.id {
-            let first = if key != h.key { by_id } else { by_key };
-            return Err(format!(
-                "one hold per key, one key per hold, broken by call #{first} {}\n  and call #{i} {}",
-                show(&history[first]),
-                show(c)
-            ));
-        }
-        // A key only confirmed or cancelled here has the slot its hold says.
-        if *key_slot.entry(&h.key).or_insert(h.slot) != h.slot {
-            return Err(format!("call #{i}: hold on a slot its key never asked for"));
-        }
-    }
-    let mut parts: BTreeMap<u64, Partition> = BTreeMap::new();
-    let mut key_index: HashMap<&str, usize> = HashMap::new();
-    for (i, c) in history.iter().enumerate() {
-        let (kind, key) = match &c.request {
-            Request::Hold { key, .. } => (Kind::Hold, key.as_str()),
-            Request::Confirm { hold } | Request::Cancel { hold } => {
-                let Some((key, _)) = id_key.get(hold) else {
-                    return Err(format!(
-                        "call #{i}: hold {hold} is not known from any answer"
-                    ));
-                };
-                let kind = if matches!(c.request, Request::Confirm { .. }) {
-                    Kind::Confirm
-                } else {
-                    Kind::Cancel
-                };
-                (kind, *key)
-            }
-        };
-        let slot = key_slot[key];
-        let Some(capacity) = capacities.get(&slot) else {
-            return Err(format!("call #{i}: slot {slot} has no known capacity"));
-        };
-        let p = parts.entry(slot).or_insert_with(|| Partition {
-            slot,
-            model: Slot {
-                capacity: *capacity,
-            },
-            keys: Vec::new(),
-            ops: Vec::new(),
-        });
-        let key = *key_index.entry(key).or_insert_with(|| {
-            p.keys.push(key.to_string());
-            p.keys.len() - 1
-        });
-        let observed = observe(c);
-        let completed = match observed {
-            Observed::Unknown => u64::MAX,
-            _ => c.completed,
-        };
-        p.ops.push(Op {
-            call: i,
-            invoked: c.invoked,
-            completed,
-            kind,
-            key,
-            observed,
-        });
-    }
-    let mut parts: Vec<Partition> = parts.into_values().collect();
-    for p in &mut parts {
-        p.ops.sort_by_key(|o| (o.invoked, o.completed));
-    }
-    Ok(parts)
+/// A node of the search: which calls are linearized, the model's state,
+/// and the instant of the last call placed.
+struct Node {
+    done: Vec<u64>,
+    state: State,
+    now: u64,
 }
 
-fn observe(c: &Call) -> Observed {
-    let r = &c.response;
-    match (r.status, &r.hold, &r.reason) {
-        (503, _, _) => Observed::Unknown,
-        (200 | 201, Some(h), _) => match Status::parse(&h.status) {
-            Some(status) => Observed::Hold {
-                code: r.status,
-                status,
-            },
-            None => Observed::Malformed(format!("hold status {:?}", h.status)),
-        },
-        (code, None, Some(reason)) if code >= 400 => Observed::Error {
-            code,
-            reason: reason.clone(),
-        },
-        _ => Observed::Malformed(format!("{r:?}")),
+fn is_done(done: &[u64], i: usize) -> bool {
+    done[i / 64] & (1 << (i % 64)) != 0
+}
+
+/// The calls that may come next after `node`, each at the instants worth
+/// trying (see the module's comment), with the state after: in order of
+/// invocation, then of instant, reversed (the search pops the first).
+fn children(p: &Partition, node: &Node) -> Vec<(usize, u64, State)> {
+    let n = p.ops.len();
+    // A call invoked after some unlinearized call completed must come
+    // after it: only calls invoked by that bound are candidates (equal
+    // instants count as overlapping, as in Porcupine).
+    let bound = (0..n)
+        .filter(|&i| !is_done(&node.done, i))
+        .map(|i| p.ops[i].completed)
+        .min()
+        .unwrap_or(u64::MAX);
+    let mut out = Vec::new();
+    for (i, op) in p.ops.iter().enumerate() {
+        if op.invoked > bound {
+            break;
+        }
+        let earliest = node.now.max(op.earliest);
+        if is_done(&node.done, i) || earliest > op.latest {
+            continue;
+        }
+        let mut at = p
+            .model
+            .turning_points(&node.state, op.kind, op.key, &p.shown[op.key]);
+        at.retain(|&t| earliest < t && t <= op.latest);
+        at.push(earliest);
+        at.sort_unstable();
+        at.dedup();
+        let mut after: Vec<State> = Vec::new();
+        for t in at {
+            let Some(next) = p.model.step(&node.state, op.kind, op.key, t, &op.observed) else {
+                continue;
+            };
+            if !after.contains(&next) {
+                after.push(next.clone());
+                out.push((i, t, next));
+            }
+            // An observed answer leaves one state, whatever the instant.
+            if op.observed != Observed::Unknown {
+                break;
+            }
+        }
     }
+    out.reverse();
+    out
 }
 
 /// Wing & Gong's search on one slot's calls (sorted by invocation):
 /// repeatedly linearize a call that no unlinearized completed call
-/// precedes in real time, backtracking when none fits.
+/// precedes in real time, at an instant its interval allows, backtracking
+/// when none fits.
 fn search(p: &Partition, history: &[Call]) -> (usize, Result<(), String>) {
-    let n = p.ops.len();
     let required = p.ops.iter().filter(|o| o.completed != u64::MAX).count();
-    let mut done = vec![0u64; n.div_ceil(64)];
-    let mut state = p.model.initial(p.keys.len());
-    let mut stack: Vec<(usize, State)> = Vec::new();
-    let mut cache: HashSet<(Vec<u64>, State)> = HashSet::new();
+    let mut node = Node {
+        done: vec![0u64; p.ops.len().div_ceil(64)],
+        state: p.model.initial(),
+        now: 0,
+    };
+    let mut memo: HashMap<(Vec<u64>, State), u64> = HashMap::new();
+    let mut frames = vec![children(p, &node)];
+    // The calls placed, with what to restore when one is taken back.
+    let mut path: Vec<(usize, State, u64)> = Vec::new();
     let mut linearized = 0;
-    let mut resume = 0;
-    let mut deepest: (usize, Vec<usize>, State) = (0, Vec::new(), state.clone());
-    let is_done = |done: &[u64], i: usize| done[i / 64] & (1 << (i % 64)) != 0;
+    let mut deepest: (Vec<usize>, State, u64) = (Vec::new(), node.state.clone(), 0);
     loop {
         if linearized == required {
-            return (cache.len(), Ok(()));
+            return (memo.len(), Ok(()));
         }
-        // A call invoked after some unlinearized call completed must come
-        // after it: only calls invoked by that bound are candidates (equal
-        // instants count as overlapping, as in Porcupine).
-        let bound = (0..n)
-            .filter(|&i| !is_done(&done, i))
-            .map(|i| p.ops[i].completed)
-            .min()
-            .unwrap_or(u64::MAX);
-        let mut next = None;
-        let mut i = resume;
-        while i < n && p.ops[i].invoked <= bound {
-            let op = &p.ops[i];
-            if !is_done(&done, i)
-                && let Some(after) = p.model.step(&state, op.kind, op.key, &op.observed)
-            {
-                let mut set = done.clone();
-                set[i / 64] |= 1 << (i % 64);
-                if cache.insert((set.clone(), after.clone())) {
-                    next = Some((i, after, set));
-                    break;
+        let frame = frames
+            .last_mut()
+            .expect("a frame per placed call, and the root's");
+        match frame.pop() {
+            Some((i, t, after)) => {
+                let mut done = node.done.clone();
+                done[i / 64] |= 1 << (i % 64);
+                match memo.get_mut(&(done.clone(), after.clone())) {
+                    Some(reached) if *reached <= t => continue,
+                    Some(reached) => *reached = t,
+                    None => {
+                        memo.insert((done.clone(), after.clone()), t);
+                    }
                 }
-            }
-            i += 1;
-        }
-        match next {
-            Some((i, after, set)) => {
-                stack.push((i, std::mem::replace(&mut state, after)));
-                done = set;
+                let before = std::mem::replace(&mut node.state, after);
+                path.push((i, before, node.now));
+                (node.done, node.now) = (done, t);
                 linearized += usize::from(p.ops[i].completed != u64::MAX);
-                resume = 0;
-                if stack.len() > deepest.0 {
-                    let order = stack.iter().map(|(i, _)| *i).collect();
-                    deepest = (stack.len(), order, state.clone());
+                if path.len() > deepest.0.len() {
+                    let order = path.iter().map(|(i, ..)| *i).collect();
+                    deepest = (order, node.state.clone(), node.now);
                 }
+                frames.push(children(p, &node));
             }
             None => {
-                let Some((i, before)) = stack.pop() else {
-                    return (
-                        cache.len(),
-                        Err(explain(p, history, &deepest.1, &deepest.2)),
-                    );
+                frames.pop();
+                let Some((i, before, now)) = path.pop() else {
+                    let (order, state, now) = &deepest;
+                    return (memo.len(), Err(explain(p, history, order, state, *now)));
                 };
-                done[i / 64] &= !(1 << (i % 64));
-                state = before;
+                node.done[i / 64] &= !(1 << (i % 64));
+                (node.state, node.now) = (before, now);
                 linearized -= usize::from(p.ops[i].completed != u64::MAX);
-                resume = i + 1;
             }
         }
     }
 }
 
 /// The longest linearization found, and why no remaining call extends it.
-fn explain(p: &Partition, history: &[Call], order: &[usize], state: &State) -> String {
+fn explain(p: &Partition, history: &[Call], order: &[usize], state: &State, now: u64) -> String {
     let mut out = format!(
         "slot {} (capacity {}): no order of its {} calls fits the model; the longest \
          linearization found has {}:\n",
@@ -295,9 +223,10 @@ fn explain(p: &Partition, history: &[Call], order: &[usize], state: &State) -> S
         out += &format!("  {}\n", show(&history[p.ops[i].call]));
     }
     out += &format!(
-        "then, in state [{}] (bookable {}), no remaining call fits:\n",
+        "then, at {} in state [{}] (bookable {}), no remaining call fits:\n",
+        ms(now),
         Slot::describe(state),
-        p.model.bookable(state)
+        p.model.bookable(state, now)
     );
     let done: HashSet<usize> = order.iter().copied().collect();
     let bound = (0..p.ops.len())
@@ -309,11 +238,13 @@ fn explain(p: &Partition, history: &[Call], order: &[usize], state: &State) -> S
         if done.contains(&i) || op.invoked > bound {
             continue;
         }
-        let (expected, _) = p.model.apply(state, op.kind, op.key);
+        let t = now.max(op.earliest);
+        let (expected, _) = p.model.apply(state, op.kind, op.key, t, true);
         out += &format!(
-            "  {}   (k{}; the model answers {expected})\n",
+            "  {}   (k{}; at {} the model answers {expected})\n",
             show(&history[op.call]),
-            op.key
+            op.key,
+            ms(t)
         );
     }
     out += "keys: ";
@@ -325,30 +256,4 @@ fn explain(p: &Partition, history: &[Call], order: &[usize], state: &State) -> S
         .collect::<Vec<_>>()
         .join(" ");
     out
-}
-
-/// `[client 3, 1.204–1.391 ms] hold(slot 2, key 6f1c2a3b) → 201 held #17`
-fn show(c: &Call) -> String {
-    let request = match &c.request {
-        Request::Hold { slot, key } => format!("hold(slot {slot}, key {})", short(key)),
-        Request::Confirm { hold } => format!("confirm(#{hold})"),
-        Request::Cancel { hold } => format!("cancel(#{hold})"),
-    };
-    let r = &c.response;
-    let answer = match (&r.hold, &r.reason) {
-        (Some(h), _) => format!("{} {} #{}", r.status, h.status, h.id),
-        (None, Some(reason)) => format!("{} {reason}", r.status),
-        (None, None) => r.status.to_string(),
-    };
-    let ms = |ns: u64| ns as f64 / 1e6;
-    format!(
-        "[client {}, {:.3}–{:.3} ms] {request} → {answer}",
-        c.client,
-        ms(c.invoked),
-        ms(c.completed)
-    )
-}
-
-fn short(key: &str) -> &str {
-    key.get(..8).unwrap_or(key)
 }

@@ -1,43 +1,81 @@
 //! Recorded histories and a linearizability checker for them.
 //!
 //! A [`Recorder`] keeps every call a workload makes: who made it, when it
-//! was invoked and when it completed (on one monotonic clock), what it asked
-//! and what came back. [`check`] then decides whether some order of the
-//! calls, each placed at one instant between its invocation and its
-//! completion, is a run of the sequential model of SPEC §4 that gives every
-//! answer that was observed (Wing & Gong's search with Lowe's memoisation,
-//! one slot at a time, as Porcupine does).
+//! was invoked and when it completed, what it asked and what came back.
+//! [`check`] then decides whether some order of the calls, each placed at
+//! one instant between its invocation and its completion, is a run of the
+//! sequential model of SPEC §4 and §9 that gives every answer that was
+//! observed (Wing & Gong's search with Lowe's memoisation, one slot at a
+//! time, as Porcupine does).
+//!
+//! Holds expire during a run, so the instants are read from the wall clock
+//! the database reads too (the same machine's): a hold resource's
+//! `expires_at` and `created_at` are put on the calls' time line, and a
+//! call placed at instant `t` finds expired every hold whose `expires_at`
+//! is at or before `t`.
 
 #[cfg(test)]
 mod brute;
 mod check;
 mod model;
+mod partition;
+mod slot;
 #[cfg(test)]
 mod tests;
+pub mod workload;
 
 pub use check::{Report, check};
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::Duration;
 
-/// What a caller asked. A hold names its slot; a confirm or cancel names a
-/// hold by the id some earlier answer gave.
+/// How far the database's reading of the clock may lie outside a call's
+/// recorded interval: the two readings are of one clock, but each is
+/// rounded (the database's to the microsecond) and taken a little before
+/// or after the instant it stands for.
+pub const CLOCK_MARGIN: u64 = 1_000_000;
+
+/// The service's hold rules, in nanoseconds: `HOLD_TTL_SECONDS` and
+/// `HOLD_MAX_LIFETIME_SECONDS` (SPEC §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    pub ttl: u64,
+    pub max_lifetime: u64,
+}
+
+impl Rules {
+    pub fn new(ttl: Duration, max_lifetime: Duration) -> Self {
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Self {
+            ttl: nanos(ttl),
+            max_lifetime: nanos(max_lifetime),
+        }
+    }
+}
+
+/// What a caller asked. A hold names its slot; a confirm, cancel or
+/// extend names a hold by the id some earlier answer gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Hold { slot: u64, key: String },
     Confirm { hold: u64 },
     Cancel { hold: u64 },
+    Extend { hold: u64 },
 }
 
-/// The hold resource's fields the model needs.
+/// The hold resource's fields the model needs; its times in nanoseconds
+/// on the recorder's time line (`None`: the answer did not carry them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoldFields {
     pub id: u64,
     pub slot: u64,
     pub key: String,
     pub status: String,
+    pub created_at: Option<u64>,
+    pub expires_at: Option<u64>,
 }
 
 /// What came back: the status code, the error's `reason` (errors), the
@@ -50,13 +88,21 @@ pub struct Response {
 }
 
 impl Response {
-    /// From a handler's status and JSON body.
-    pub fn from_json(status: u16, body: &Value) -> Self {
+    /// From a handler's status and JSON body; its times put on the time
+    /// line that starts at `origin`.
+    pub fn from_json(status: u16, body: &Value, origin: DateTime<Utc>) -> Self {
+        let at = |field: &str| {
+            let time = DateTime::parse_from_rfc3339(body[field].as_str()?).ok()?;
+            let nanos = (time.with_timezone(&Utc) - origin).num_nanoseconds()?;
+            Some(u64::try_from(nanos).unwrap_or(0))
+        };
         let hold = body["id"].as_u64().map(|id| HoldFields {
             id,
             slot: body["slot_id"].as_u64().unwrap_or(0),
             key: body["idempotency_key"].as_str().unwrap_or("").to_string(),
             status: body["status"].as_str().unwrap_or("").to_string(),
+            created_at: at("created_at"),
+            expires_at: at("expires_at"),
         });
         Self {
             status,
@@ -65,7 +111,7 @@ impl Response {
         }
     }
 
-    /// A success carrying a hold (hand-made histories).
+    /// A success carrying a hold without times (hand-made histories).
     pub fn hold(status: u16, id: u64, slot: u64, key: &str, hold_status: &str) -> Self {
         Self {
             status,
@@ -75,8 +121,19 @@ impl Response {
                 slot,
                 key: key.to_string(),
                 status: hold_status.to_string(),
+                created_at: None,
+                expires_at: None,
             }),
         }
+    }
+
+    /// The same answer, its hold created at `created` and expiring at
+    /// `expires` (hand-made histories).
+    pub fn at(mut self, created: u64, expires: u64) -> Self {
+        if let Some(h) = &mut self.hold {
+            (h.created_at, h.expires_at) = (Some(created), Some(expires));
+        }
+        self
     }
 
     /// An error answer (hand-made histories).
@@ -90,7 +147,7 @@ impl Response {
 }
 
 /// One call: the caller, its interval in nanoseconds since the recorder's
-/// origin, the request and the response.
+/// origin (on the wall clock), the request and the response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     pub client: usize,
@@ -102,10 +159,12 @@ pub struct Call {
 
 /// Collects calls from many tasks. The instants are taken just before the
 /// request is handed to the service and just after its answer is back, so
-/// the recorded interval contains the one in which the service acted.
+/// the recorded interval contains the one in which the service acted. The
+/// clock is the wall clock, the database's: a monotonic one would drift
+/// from it by the clock's slewing.
 #[derive(Clone)]
 pub struct Recorder {
-    origin: Instant,
+    origin: DateTime<Utc>,
     calls: Arc<Mutex<Vec<Call>>>,
 }
 
@@ -118,7 +177,7 @@ impl Default for Recorder {
 impl Recorder {
     pub fn new() -> Self {
         Self {
-            origin: Instant::now(),
+            origin: Utc::now(),
             calls: Arc::default(),
         }
     }
@@ -131,7 +190,7 @@ impl Recorder {
         let invoked = self.nanos();
         let (status, body) = call.await;
         let completed = self.nanos();
-        let response = Response::from_json(status, &body);
+        let response = Response::from_json(status, &body, self.origin);
         self.calls.lock().expect("recorder").push(Call {
             client,
             invoked,
@@ -150,6 +209,7 @@ impl Recorder {
     }
 
     fn nanos(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        let elapsed = (Utc::now() - self.origin).num_nanoseconds().unwrap_or(0);
+        u64::try_from(elapsed).unwrap_or(0)
     }
 }

@@ -1,0 +1,197 @@
+//! The sequential model of one slot, from SPEC §4 and §9: what each call
+//! must answer when it takes effect at instant `t`, and the state it
+//! leaves.
+//!
+//! A slot's state is each idempotency key's hold: its status (unused,
+//! held, confirmed, cancelled) and its `expires_at`. A held hold is active
+//! at `t` while `t < expires_at`; bookable at `t` is `capacity − confirmed
+//! − active`. Hold ids are not part of the state: one key has one hold, so
+//! the id ↔ key correspondence is a fact of the whole history, checked
+//! once before the search, and so is each hold's `created_at` (see
+//! `partition.rs`). The state holds no clock: the instant is the search's
+//! choice, inside the call's interval (see `check.rs`).
+
+use super::Rules;
+use super::model::{Expected, Kind, NEVER, Observed, Status, ms};
+
+/// One key's hold in the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub status: Status,
+    /// `NEVER` while unused, or when no answer gave a time.
+    pub expires: u64,
+}
+
+/// The keys' holds, by key index.
+pub type State = Vec<Key>;
+
+/// One slot of the model.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    pub capacity: u32,
+    pub rules: Rules,
+    /// Each key's `created_at`, when some answer showed it.
+    pub created: Vec<Option<u64>>,
+}
+
+impl Slot {
+    pub fn initial(&self) -> State {
+        let unused = Key {
+            status: Status::Unused,
+            expires: NEVER,
+        };
+        vec![unused; self.created.len()]
+    }
+
+    pub fn active(key: Key, t: u64) -> bool {
+        key.status == Status::Held && t < key.expires
+    }
+
+    pub fn bookable(&self, state: &State, t: u64) -> i64 {
+        let taken = state
+            .iter()
+            .filter(|k| k.status == Status::Confirmed || Self::active(**k, t))
+            .count();
+        i64::from(self.capacity) - i64::try_from(taken).unwrap_or(i64::MAX)
+    }
+
+    /// Where a hold of `key` made at `t` expires: `created_at + HOLD_TTL`
+    /// (one now in the service's INSERT), `t + HOLD_TTL` when no answer
+    /// showed `created_at`, never when the answers carry no times.
+    fn new_expiry(&self, key: usize, t: u64, timed: bool) -> u64 {
+        match self.created[key] {
+            Some(created) => created.saturating_add(self.rules.ttl),
+            None if timed => t.saturating_add(self.rules.ttl),
+            None => NEVER,
+        }
+    }
+
+    /// The latest `expires_at` an extension may set (SPEC §9).
+    fn cap(&self, key: usize) -> u64 {
+        self.created[key].map_or(NEVER, |c| c.saturating_add(self.rules.max_lifetime))
+    }
+
+    /// The model's answer to `kind` on `key` in `state` at instant `t`,
+    /// and the state after. `timed`: the history's answers carry times.
+    pub fn apply(
+        &self,
+        state: &State,
+        kind: Kind,
+        key: usize,
+        t: u64,
+        timed: bool,
+    ) -> (Expected, State) {
+        use Status::*;
+        let current = state[key];
+        let mut next = state.clone();
+        let answer = |status, expires| Expected::Hold {
+            code: 200,
+            status,
+            expires,
+        };
+        let refused = |reason| Expected::Error { code: 409, reason };
+        let expired = current.status == Held && current.expires <= t;
+        let expected = match (kind, current.status) {
+            // Strict: a key's first use answers 201, also when the service
+            // retried it after a lost COMMIT answer (it finds its own hold
+            // and answers as the lost answer would have).
+            (Kind::Hold, Unused) if self.bookable(state, t) > 0 => {
+                next[key] = Key {
+                    status: Held,
+                    expires: self.new_expiry(key, t, timed),
+                };
+                Expected::Hold {
+                    code: 201,
+                    status: Held,
+                    expires: next[key].expires,
+                }
+            }
+            (Kind::Hold, Unused) => refused("capacity_exhausted"),
+            // A replay answers the key's hold whatever its state now.
+            (Kind::Hold, status) => answer(status, current.expires),
+            // Callers only name ids some answer gave; "not yet" is a 404.
+            (_, Unused) => Expected::Error {
+                code: 404,
+                reason: "not_found",
+            },
+            (Kind::Confirm, Held) if expired => refused("hold_expired"),
+            (Kind::Confirm, Held | Confirmed) => {
+                // An active hold occupies a seat, so confirming it always
+                // finds one: 409 capacity_exhausted here is an oversell.
+                next[key].status = Confirmed;
+                answer(Confirmed, current.expires)
+            }
+            (Kind::Confirm | Kind::Extend, Cancelled) => refused("hold_cancelled"),
+            (Kind::Cancel, _) => {
+                next[key].status = Cancelled;
+                answer(Cancelled, current.expires)
+            }
+            // SPEC §15.8's order: confirmed, cancelled, expired, (started:
+            // no slot of a run starts), then the lifetime cap.
+            (Kind::Extend, Confirmed) => refused("hold_confirmed"),
+            (Kind::Extend, Held) if expired => refused("hold_expired"),
+            (Kind::Extend, Held) => {
+                let to = t.saturating_add(self.rules.ttl).min(self.cap(key));
+                if to <= current.expires {
+                    refused("extension_limit_reached")
+                } else {
+                    next[key].expires = to;
+                    answer(Held, to)
+                }
+            }
+        };
+        (expected, next)
+    }
+
+    /// The state after a call that answered `observed` at `t`, if the
+    /// model allows that answer then. A call whose outcome is unknown may
+    /// have acted: here it does; the search may also leave it out.
+    pub fn step(
+        &self,
+        state: &State,
+        kind: Kind,
+        key: usize,
+        t: u64,
+        observed: &Observed,
+    ) -> Option<State> {
+        let timed = !matches!(observed, Observed::Hold { expires: None, .. });
+        let (expected, next) = self.apply(state, kind, key, t, timed);
+        match observed {
+            Observed::Unknown => Some(next),
+            observed if expected.matches(observed) => Some(next),
+            _ => None,
+        }
+    }
+
+    /// Instants at which `kind` on `key` may start to answer otherwise or
+    /// leave another state: every expiry in `state` (a hold stops counting
+    /// there), and for an extension, where its limit stops biting, where
+    /// the cap starts to, and where it lands on each expiry in `shown` (the
+    /// ones the key's answers show). Between two of them, and after the
+    /// last, the answer and the state after are the same.
+    pub fn turning_points(&self, state: &State, kind: Kind, key: usize, shown: &[u64]) -> Vec<u64> {
+        let mut points: Vec<u64> = state.iter().map(|k| k.expires).collect();
+        if kind == Kind::Extend {
+            let ttl = self.rules.ttl;
+            points.push(state[key].expires.saturating_sub(ttl).saturating_add(1));
+            points.push(self.cap(key).saturating_sub(ttl));
+            points.extend(shown.iter().map(|e| e.saturating_sub(ttl)));
+        }
+        points
+    }
+
+    pub fn describe(state: &State) -> String {
+        state
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.status != Status::Unused)
+            .map(|(i, k)| match k.status {
+                Status::Held if k.expires != NEVER => {
+                    format!("k{i}:held until {}", ms(k.expires))
+                }
+                status => format!("k{i}:{}", status.as_str()),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
