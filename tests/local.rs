@@ -101,29 +101,56 @@ async fn without_the_emulator_timeout_an_idle_instance_survives_and_answers() {
 }
 
 /// Every request no route of template.yaml matches goes to API Gateway's
-/// `$default` route, the `not-found` function; the routes still route.
+/// `$default` route, the `not-found` function: a path the API serves, with
+/// any other method, answers 405 `method_not_allowed` with `Allow` naming
+/// the path's methods (SPEC §19.8); any other path the API's JSON 404. The
+/// routes still route.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_routes_and_methods_answer_the_apis_json_404() {
+async fn unknown_paths_answer_404_and_a_known_paths_other_methods_405_with_allow() {
     let db = TestDb::new().await;
     let slot = db.insert_slot(2).await.0;
     let watch = serve(&db, 2, None).await;
     let http = reqwest::Client::new();
     let base = &watch.base;
     use reqwest::Method;
+    let mut checked = 0;
+    for (template, methods) in shared::http::ROUTES {
+        let path = template.replace("{id}", &slot.to_string());
+        // Not OPTIONS: the emulator answers it itself (docs/LOCAL.md).
+        for method in ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] {
+            if methods.contains(&method) {
+                continue;
+            }
+            let what = format!("{method} {path}");
+            let method = Method::from_bytes(method.as_bytes()).expect("a method");
+            let head = method == Method::HEAD;
+            let response = http
+                .request(method, format!("{base}{path}"))
+                .send()
+                .await
+                .expect("an answer");
+            let status = response.status().as_u16();
+            let allow = response.headers().get("allow").cloned();
+            let body = response.text().await.expect("body");
+            assert_eq!(status, 405, "{what}: {body}");
+            let allow = allow.unwrap_or_else(|| panic!("{what}: no Allow"));
+            assert_eq!(allow, methods.join(", ").as_str(), "{what}");
+            if !head {
+                let body: Value = serde_json::from_str(&body).expect("JSON");
+                assert_eq!(body["reason"], "method_not_allowed", "{what}: {body}");
+                assert!(body["message"].is_string(), "{what}: {body}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 40, "{checked} (path, method) pairs");
     for (method, path) in [
         (Method::GET, "/".to_string()),
         (Method::GET, "/no/such/route".to_string()),
-        (Method::GET, "/slots".to_string()),
-        (Method::PUT, format!("/slots/{slot}")),
-        (Method::POST, format!("/slots/{slot}")),
+        (Method::PUT, "/no/such/route".to_string()),
         (Method::GET, "/slots/availability/extra".to_string()),
-        (Method::POST, "/slots/availability".to_string()),
-        (Method::GET, format!("/slots/{slot}/hold")),
-        (Method::DELETE, format!("/slots/{slot}/hold")),
-        (Method::GET, "/holds/1/confirm".to_string()),
-        (Method::PUT, "/holds/1".to_string()),
-        (Method::PATCH, "/holds/1".to_string()),
-        (Method::POST, "/holds".to_string()),
+        (Method::POST, format!("/slots/{slot}/hold/extra")),
+        (Method::DELETE, "/holds/1/confirm/x".to_string()),
     ] {
         let what = format!("{method} {path}");
         let answer = send(http.request(method, format!("{base}{path}"))).await;

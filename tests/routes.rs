@@ -1,11 +1,14 @@
-//! The routes, three times over: `template.yaml` (the HttpApi events of
+//! The routes, four times over: `template.yaml` (the HttpApi events of
 //! each function), the `make dev` router (`cargo lambda watch`'s
-//! `[[workspace.metadata.lambda.watch.router]]` in Cargo.toml) and
-//! `openapi.yaml` (each operation's `x-function`). A (method, path) in one
-//! and not the others, or on another function, fails here. No database.
+//! `[[workspace.metadata.lambda.watch.router]]` in Cargo.toml),
+//! `openapi.yaml` (each operation's `x-function`) and the not-found
+//! function's table (`shared::http::ROUTES`, for its 405s). A (method,
+//! path) in one and not the others, or on another function, fails here. No
+//! database.
 
 use serde_json::Value;
 use slot_booking_tests::watch::{DEV_FUNCTIONS, workspace_root};
+use slot_booking_tests::{event_json, read};
 use std::collections::{BTreeMap, BTreeSet};
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -219,6 +222,121 @@ fn make_dev_serves_every_routed_function() {
             "tests/support/watch.rs DEV_FUNCTIONS lacks {function}"
         );
     }
+}
+
+/// Each path of template.yaml's routes and its methods.
+fn template_paths() -> BTreeMap<String, BTreeSet<String>> {
+    let mut template = template_routes();
+    template.remove(&("ANY".into(), "$default".into()));
+    let mut paths: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (method, path) in template.into_keys() {
+        paths.entry(path).or_default().insert(method);
+    }
+    paths
+}
+
+/// API Gateway's `$default` route, as the not-found function receives it.
+fn default_route(method: &str, path: &str) -> lambda_http::Request {
+    let mut event = event_json("apigw_v2_default_route_hold.json", path, None, &[]);
+    event["requestContext"]["http"]["method"] = method.into();
+    lambda_http::request::from_str(&event.to_string()).expect("an API Gateway v2 event")
+}
+
+/// SPEC §19.8. A known path with a method it does not serve reaches the
+/// not-found function (API Gateway's `$default` route, and the dev
+/// router's lists: see above); it answers 405 `method_not_allowed` with an
+/// `Allow` header naming exactly the template's methods of that path. An
+/// unknown path stays 404 `not_found`, without `Allow`.
+#[tokio::test]
+async fn a_known_path_answers_405_with_its_methods_in_allow_and_an_unknown_path_404() {
+    let served = template_paths();
+    let mut checked = 0;
+    for (path, methods) in &served {
+        let concrete = path.replace("{id}", "7");
+        for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+            if methods.contains(method) {
+                continue;
+            }
+            let response = shared::http::not_found(default_route(method, &concrete))
+                .await
+                .expect("an answer");
+            let allow = response
+                .headers()
+                .get("allow")
+                .map(|v| v.to_str().expect("text").to_string());
+            let (status, body) = read(response);
+            let what = format!("{method} {concrete}");
+            assert_eq!(
+                (status, body["reason"].as_str()),
+                (405, Some("method_not_allowed")),
+                "{what}: {body}"
+            );
+            assert!(body["message"].is_string(), "{what}: {body}");
+            let allow = allow.unwrap_or_else(|| panic!("{what}: no Allow header"));
+            let listed: BTreeSet<String> = allow.split(',').map(|m| m.trim().into()).collect();
+            assert_eq!(&listed, methods, "{what}: Allow: {allow}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "{checked} (path, method) pairs");
+    for path in [
+        "/",
+        "/no/such/route",
+        "/slots/7/hold/extra",
+        "/slots/availability/extra",
+        "/holds//confirm",
+        "/clients/7/keys",
+        "/Slots",
+    ] {
+        for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+            let response = shared::http::not_found(default_route(method, path))
+                .await
+                .expect("an answer");
+            let what = format!("{method} {path}");
+            assert!(response.headers().get("allow").is_none(), "{what}");
+            let (status, body) = read(response);
+            assert_eq!(
+                (status, body["reason"].as_str()),
+                (404, Some("not_found")),
+                "{what}: {body}"
+            );
+        }
+    }
+}
+
+/// Through a named stage the raw path starts with it: the route is the
+/// rest (the template's stage is `$default`, which adds nothing).
+#[tokio::test]
+async fn behind_a_named_stage_the_path_after_it_is_the_route() {
+    let mut event = event_json("apigw_v2_default_route_hold.json", "/prod/slots", None, &[]);
+    event["requestContext"]["http"]["method"] = "GET".into();
+    event["requestContext"]["stage"] = "prod".into();
+    let request = lambda_http::request::from_str(&event.to_string()).expect("an event");
+    let response = shared::http::not_found(request).await.expect("an answer");
+    assert_eq!(response.status(), 405);
+    assert_eq!(response.headers()["allow"], "POST");
+    let request = default_route("GET", "/prod/slots");
+    let response = shared::http::not_found(request).await.expect("an answer");
+    assert_eq!(response.status(), 404, "no stage: /prod/slots is no path");
+}
+
+/// The not-found function's table (`shared::http::ROUTES`) is the
+/// template's routes, path by path.
+#[test]
+fn the_not_found_functions_table_is_the_templates_routes() {
+    let mut table: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, methods) in shared::http::ROUTES {
+        let methods = methods.iter().map(|m| m.to_string()).collect();
+        assert!(
+            table.insert(path.to_string(), methods).is_none(),
+            "shared::http::ROUTES: {path} twice"
+        );
+    }
+    assert_eq!(
+        table,
+        template_paths(),
+        "shared::http::ROUTES against template.yaml"
+    );
 }
 
 /// The route each function names on its summary log line

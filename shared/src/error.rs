@@ -34,6 +34,13 @@ pub enum Error {
     /// `abc`, > 2^64−1).
     #[error("no {0} matches the request")]
     NotFound(&'static str),
+    /// A path the API serves, with another method; `allow` is what it
+    /// serves (the `Allow` header, SPEC §19.8).
+    #[error("{method} is not a method of this path")]
+    MethodNotAllowed {
+        method: String,
+        allow: &'static [&'static str],
+    },
     #[error("slot {0} has no remaining capacity")]
     CapacityExhausted(SlotId),
     #[error("hold {0} is cancelled")]
@@ -111,6 +118,7 @@ impl Error {
             | Self::HoldNotFound(_)
             | Self::ClientNotFound(_)
             | Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::CapacityExhausted(_) => "capacity_exhausted",
             Self::HoldCancelled(_) => "hold_cancelled",
             Self::HoldExpired(_) => "hold_expired",
@@ -139,6 +147,7 @@ impl Error {
             | Self::HoldNotFound(_)
             | Self::ClientNotFound(_)
             | Self::NotFound(_) => 404,
+            Self::MethodNotAllowed { .. } => 405,
             Self::CapacityExhausted(_)
             | Self::HoldCancelled(_)
             | Self::HoldExpired(_)
@@ -165,6 +174,10 @@ impl Error {
             Self::SlotNotFound(id) => format!("Slot {id} does not exist."),
             Self::HoldNotFound(id) => format!("Hold {id} does not exist."),
             Self::NotFound(what) => format!("No {what} matches this request."),
+            Self::MethodNotAllowed { method, allow } => format!(
+                "This path does not take {method}; it takes {}.",
+                allow.join(", ")
+            ),
             Self::CapacityExhausted(id) => format!("Slot {id} has no remaining capacity."),
             Self::HoldCancelled(id) => format!("Hold {id} has been cancelled."),
             Self::HoldExpired(id) => format!("Hold {id} has expired."),
@@ -388,6 +401,14 @@ mod tests {
             (Error::Forbidden, 403, "forbidden"),
             (Error::RateLimited { retry_after: 1 }, 429, "rate_limited"),
             (Error::ClientNotFound(ClientId(4)), 404, "not_found"),
+            (
+                Error::MethodNotAllowed {
+                    method: "PUT".into(),
+                    allow: &["GET", "DELETE"],
+                },
+                405,
+                "method_not_allowed",
+            ),
             (Error::NameTaken("a".into()), 409, "name_taken"),
             (Error::LastAdmin(ClientId(2)), 409, "last_admin"),
         ];

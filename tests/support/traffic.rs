@@ -22,7 +22,8 @@ pub struct Tally {
     /// No answer within [`ANSWER_WITHIN`], or the connection failed.
     pub unanswered: u64,
     /// Answered, but not as the API documents (a non-JSON body, a route
-    /// that should be 404, a 5xx other than 503 `service_unavailable`).
+    /// that should be 404 or 405, a 5xx other than 503
+    /// `service_unavailable`).
     pub wrong: u64,
     /// The first few wrong or unanswered requests, for the report.
     pub examples: Vec<String>,
@@ -127,11 +128,11 @@ impl Traffic {
         };
         let base = &self.base;
         let http = &self.http;
-        let (label, request, must_be_404) = match call {
+        let (label, request, routed) = match call {
             Call::Availability => (
                 "availability".to_string(),
                 http.get(format!("{base}/slots/availability")),
-                false,
+                None,
             ),
             Call::Hold => {
                 let key = uuid::Uuid::new_v4().to_string();
@@ -140,7 +141,7 @@ impl Traffic {
                     format!("hold {slot}"),
                     http.post(format!("{base}/slots/{slot}/hold"))
                         .header("idempotency-key", key),
-                    false,
+                    None,
                 )
             }
             Call::Replay => {
@@ -150,7 +151,7 @@ impl Traffic {
                     format!("replay {slot}"),
                     http.post(format!("{base}/slots/{slot}/hold"))
                         .header("idempotency-key", key),
-                    false,
+                    None,
                 )
             }
             Call::Confirm | Call::Cancel => {
@@ -159,23 +160,39 @@ impl Traffic {
                     .unwrap_or_else(|| "424242".into());
                 if matches!(call, Call::Confirm) {
                     let url = format!("{base}/holds/{hold}/confirm");
-                    (format!("confirm {hold}"), http.post(url), false)
+                    (format!("confirm {hold}"), http.post(url), None)
                 } else {
                     let url = format!("{base}/holds/{hold}");
-                    (format!("cancel {hold}"), http.delete(url), false)
+                    (format!("cancel {hold}"), http.delete(url), None)
                 }
             }
             Call::UnknownRoute => {
-                let (method, path) = [
-                    (reqwest::Method::GET, format!("/no/such/route/{pick}")),
-                    (reqwest::Method::GET, "/".to_string()),
-                    (reqwest::Method::POST, "/slots/availability".to_string()),
-                    (reqwest::Method::GET, format!("/slots/{slot}/hold")),
-                    (reqwest::Method::PUT, format!("/holds/{pick}")),
+                // An unknown path is the API's 404; a known path with a
+                // method it does not serve a 405 (SPEC §19.8).
+                const NOT_FOUND: (u16, &str) = (404, "not_found");
+                const NOT_ALLOWED: (u16, &str) = (405, "method_not_allowed");
+                let (method, path, answer) = [
+                    (
+                        reqwest::Method::GET,
+                        format!("/no/such/route/{pick}"),
+                        NOT_FOUND,
+                    ),
+                    (reqwest::Method::GET, "/".to_string(), NOT_FOUND),
+                    (
+                        reqwest::Method::POST,
+                        "/slots/availability".to_string(),
+                        NOT_ALLOWED,
+                    ),
+                    (
+                        reqwest::Method::GET,
+                        format!("/slots/{slot}/hold"),
+                        NOT_ALLOWED,
+                    ),
+                    (reqwest::Method::PUT, format!("/holds/{pick}"), NOT_ALLOWED),
                 ][pick % 5]
                     .clone();
                 let request = http.request(method.clone(), format!("{base}{path}"));
-                (format!("{method} {path}"), request, true)
+                (format!("{method} {path}"), request, Some(answer))
             }
             Call::BadInput => {
                 let (label, request) = match pick % 6 {
@@ -213,7 +230,7 @@ impl Traffic {
                             .body(vec![0xff, 0xfe, 0x00, 0x80]),
                     ),
                 };
-                (label.to_string(), request, false)
+                (label.to_string(), request, None)
             }
         };
         let response = match request.send().await {
@@ -245,8 +262,10 @@ impl Traffic {
         *tally.by_status.entry(status).or_default() += 1;
         let problem = if !json || body.is_none() {
             Some("a body that is not JSON")
-        } else if must_be_404 && (status, reason.as_deref()) != (404, Some("not_found")) {
-            Some("not the API's 404")
+        } else if let Some((expected, why)) = routed
+            && (status, reason.as_deref()) != (expected, Some(why))
+        {
+            Some("not the API's 404 or 405")
         } else if (status == 401) != (label == "hold with an unknown API key") {
             // The booker's key works everywhere; a key nobody has nowhere.
             Some("the wrong answer to the key sent")

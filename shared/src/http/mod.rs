@@ -8,6 +8,7 @@ mod availability;
 mod clients;
 mod events;
 mod holds;
+mod routes;
 mod serve;
 mod slot_admin;
 mod slots;
@@ -16,6 +17,7 @@ pub use availability::availability;
 pub use clients::{create_client, list_clients, revoke_client};
 pub use events::{MAX_EVENTS, list_events};
 pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold};
+pub use routes::ROUTES;
 pub use serve::{Handler, PlainHandler, serve, serve_without_app};
 pub use slot_admin::{create_slots, delete_slot, get_slot, update_slot};
 pub use slots::hold;
@@ -26,6 +28,7 @@ use crate::clients::{Caller, Needs};
 use crate::error::Error;
 use crate::telemetry::{self, Metric};
 use lambda_http::http::{HeaderValue, StatusCode, header};
+use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
 use serde_json::Value;
@@ -33,10 +36,44 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub type HandlerResult = Result<Response<Body>, lambda_http::Error>;
 
-/// Any route the API does not have (API Gateway's `$default` route): a 404
-/// in the API's own error format rather than the gateway's bare body.
-pub async fn not_found(_request: Request) -> HandlerResult {
-    Ok(error_response(&Error::NotFound("route")))
+/// Any route the API does not have (API Gateway's `$default` route), in
+/// the API's own error format rather than the gateway's bare body: a path
+/// the API serves with other methods is a 405 naming them in `Allow`
+/// (SPEC §19.8), any other path a 404.
+pub async fn not_found(request: Request) -> HandlerResult {
+    let method = request.method().as_str();
+    let err = match routes::methods_of(route_path(&request)) {
+        Some(allow) if !allow.contains(&method) => Error::MethodNotAllowed {
+            method: crate::error::sent_name(method),
+            allow,
+        },
+        _ => Error::NotFound("route"),
+    };
+    Ok(error_response(&err))
+}
+
+/// The path as the API's routes name it: the raw path without the stage,
+/// when the API is reached through a named one (the template's is
+/// `$default`, which adds none).
+fn route_path(request: &Request) -> &str {
+    let raw = request.raw_http_path();
+    let path = if raw.is_empty() {
+        request.uri().path()
+    } else {
+        raw
+    };
+    let stage = match request.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(context)) => context.stage.as_deref(),
+        _ => None,
+    };
+    match stage {
+        Some(stage) if stage != "$default" => path
+            .strip_prefix('/')
+            .and_then(|p| p.strip_prefix(stage))
+            .filter(|p| p.starts_with('/'))
+            .unwrap_or(path),
+        _ => path,
+    }
 }
 
 /// The service, bound to answer before this invocation's deadline.
@@ -202,6 +239,11 @@ pub fn error_response(err: &Error) -> Response<Body> {
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static(why.challenge()),
             );
+        }
+        Error::MethodNotAllowed { allow, .. } => {
+            if let Ok(allow) = HeaderValue::from_str(&allow.join(", ")) {
+                headers.insert(header::ALLOW, allow);
+            }
         }
         _ => {}
     }
