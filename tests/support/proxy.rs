@@ -7,6 +7,7 @@
 //! let app = db.app_through(&proxy);   // DATABASE_URL points at the proxy
 //! proxy.set(Mode::Refuse).await;      // the database is unreachable
 //! proxy.set(Mode::Up).await;          // and back
+//! proxy.lose_answers().await;         // what is in flight arrives, its answer never does
 //! ```
 
 use crate::{TestDb, server_url};
@@ -46,6 +47,8 @@ pub struct Proxy {
     applied: watch::Receiver<Mode>,
     /// Connections through which bytes still flow.
     flowing: Arc<AtomicUsize>,
+    /// Bumped by [`Proxy::lose_answers`].
+    cut: watch::Sender<u64>,
     accept_loop: JoinHandle<()>,
 }
 
@@ -76,11 +79,12 @@ impl Proxy {
         let (mode, mode_rx) = watch::channel(Mode::Up);
         let (applied_tx, applied) = watch::channel(Mode::Up);
         let flowing = Arc::new(AtomicUsize::new(0));
+        let (cut, cut_rx) = watch::channel(0);
         let accept_loop = tokio::spawn(accept_loop(
             listener,
             addr,
             upstream,
-            mode_rx,
+            (mode_rx, cut_rx),
             applied_tx,
             flowing.clone(),
         ));
@@ -89,6 +93,7 @@ impl Proxy {
             mode,
             applied,
             flowing,
+            cut,
             accept_loop,
         }
     }
@@ -116,6 +121,17 @@ impl Proxy {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
+    }
+
+    /// Every connection forwarded so far loses what the server answers
+    /// from now on, as when a network fails after a request left: the
+    /// app's end is closed at once, unanswered; the server's end stays
+    /// open, so the server finishes what it was sent (a COMMIT commits),
+    /// and is closed once the server's next answer has arrived, or after
+    /// 5 s without one. New
+    /// connections are forwarded as before.
+    pub fn lose_answers(&self) {
+        self.cut.send_modify(|cuts| *cuts += 1);
     }
 
     /// `url` (a `mysql://` URL of the test server) going through the proxy.
@@ -150,7 +166,7 @@ async fn accept_loop(
     listener: TcpListener,
     addr: SocketAddr,
     upstream: Upstream,
-    mut mode: watch::Receiver<Mode>,
+    (mut mode, cut): (watch::Receiver<Mode>, watch::Receiver<u64>),
     applied: watch::Sender<Mode>,
     flowing: Arc<AtomicUsize>,
 ) {
@@ -183,7 +199,7 @@ async fn accept_loop(
                     Mode::Up => {
                         flowing.fetch_add(1, Ordering::SeqCst);
                         let guard = Flowing(flowing.clone());
-                        tokio::spawn(forward(client, upstream.clone(), mode.clone(), guard));
+                        tokio::spawn(forward(client, upstream.clone(), (mode.clone(), cut.clone()), guard));
                     }
                     Mode::Blackhole => {
                         tokio::spawn(silence(client, mode.clone()));
@@ -207,15 +223,27 @@ impl Drop for Flowing {
 async fn forward(
     mut client: TcpStream,
     upstream: Upstream,
-    mut mode: watch::Receiver<Mode>,
+    (mut mode, mut cut): (watch::Receiver<Mode>, watch::Receiver<u64>),
     flowing: Flowing,
 ) {
     let Ok(mut server) = TcpStream::connect((upstream.host.as_str(), upstream.port)).await else {
         return;
     };
-    tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-        _ = mode.wait_for(|mode| *mode != Mode::Up) => {}
+    cut.borrow_and_update();
+    let answers_lost = tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => false,
+        _ = mode.wait_for(|mode| *mode != Mode::Up) => false,
+        changed = cut.changed() => changed.is_ok(),
+    };
+    if answers_lost {
+        drop(client);
+        drop(flowing);
+        // A session cut between statements would otherwise sit inside its
+        // transaction, holding its locks, until the server's time-out.
+        let mut answer = [0u8; 1];
+        let next_answer = tokio::io::AsyncReadExt::read(&mut server, &mut answer);
+        let _ = tokio::time::timeout(Duration::from_secs(5), next_answer).await;
+        return;
     }
     if *mode.borrow() == Mode::Blackhole {
         // Stalled: both ends stay open, and nothing moves.
