@@ -510,3 +510,105 @@ async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
     db.assert_invariants().await;
     db.drop().await;
 }
+
+/// A plain read may answer only final states: "held and expired" is not
+/// final while a confirm that decided "active" under the slot's lock has
+/// yet to commit. Driven deterministically: confirm A decides while the
+/// hold is active and queues at its last statement (the events are
+/// locked), still holding the slot's lock; the hold's `expires_at`
+/// passes; confirm B, the client's retry from another environment, must
+/// not answer `hold_expired` from its plain read: A commits, B replays it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_confirm_retried_while_the_first_one_commits_after_expiry_replays_it_and_never_says_expired()
+ {
+    let confirm = |app: App, id: String| async move {
+        read(http::confirm(&app, confirm_request(&id)).await.unwrap())
+    };
+    let (db, h1_id, first, retry) = decided_then_retried_after_expiry(confirm, confirm).await;
+    assert_eq!(first.0, 200, "decided while active: {}", first.1);
+    assert_eq!(
+        retry.0, 200,
+        "the first confirmation committed: the retry replays it, never hold_expired: {}",
+        retry.1
+    );
+    assert_eq!(retry.1["status"], "confirmed");
+    assert_eq!(db.events_of(&h1_id, "hold.confirmed").await, 1);
+    db.assert_invariants().await;
+    db.drop().await;
+}
+
+/// The same for an extension: the retry waits for the first one's fate
+/// under the slot's lock, finds the hold active again and extends it. The
+/// hold is never answered expired and then seen active (SPEC §9: an
+/// expired hold is never revived).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_extension_retried_while_the_first_one_commits_after_expiry_never_says_expired() {
+    let extend = |app: App, id: String| async move {
+        read(http::extend_hold(&app, extend_request(&id)).await.unwrap())
+    };
+    let (db, h1_id, first, retry) = decided_then_retried_after_expiry(extend, extend).await;
+    assert_eq!(first.0, 200, "decided while active: {}", first.1);
+    assert_eq!(
+        retry.0, 200,
+        "the first extension committed: the hold is active, never hold_expired: {}",
+        retry.1
+    );
+    assert_eq!(retry.1["active"], true);
+    assert_eq!(db.events_of(&h1_id, "hold.extended").await, 2);
+    db.assert_invariants().await;
+    db.drop().await;
+}
+
+type Answered = (u16, Value);
+
+/// A hold of 1.5 s on a one-seat slot; 1 s later, with the events locked,
+/// `first` (confirm or extend) decides "active" under the slot's lock and queues
+/// at its event; the hold's expiry passes; `retry` is sent from another
+/// environment and either answers at once (from a plain read) or queues
+/// for the slot's lock; then the events are released. Returns the
+/// database, the hold's id and both answers.
+async fn decided_then_retried_after_expiry<F, R, Fut>(
+    first: F,
+    retry: R,
+) -> (TestDb, String, Answered, Answered)
+where
+    F: FnOnce(App, String) -> Fut,
+    R: FnOnce(App, String) -> Fut,
+    Fut: std::future::Future<Output = Answered> + Send + 'static,
+{
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(1).await;
+    let ttl = Duration::from_millis(1500);
+    let apps = db.warm_apps(2, ttl).await;
+    let (status, h1) = hold_via_http(&apps[0], slot, &new_key().to_string()).await;
+    assert_eq!(status, 201);
+    let expires = Instant::now() + ttl;
+    let h1_id = id_of(&h1);
+    // Late in the hold's life, so that an extension decided now outlasts
+    // the retry's decision after the old expiry.
+    tokio::time::sleep(ttl * 2 / 3).await;
+
+    let events = locks::EventsLock::take(&db).await;
+    let first = tokio::spawn(first(apps[0].clone(), h1_id.clone()));
+    db.wait_for_lock_waiters(1).await;
+    assert!(
+        Instant::now() < expires,
+        "the first call decided while the hold was active"
+    );
+    tokio::time::sleep(
+        expires.saturating_duration_since(Instant::now()) + Duration::from_millis(100),
+    )
+    .await;
+    let retry = tokio::spawn(retry(apps[1].clone(), h1_id.clone()));
+    // Until the retry has answered or queues behind the first call (the
+    // first call's lock wait ends at 3 s).
+    for _ in 0..20 {
+        if retry.is_finished() || db.lock_waiters().await >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    events.release().await;
+    let (first, retry) = (first.await.unwrap(), retry.await.unwrap());
+    (db, h1_id, first, retry)
+}

@@ -143,3 +143,46 @@ async fn a_delete_racing_holds_never_leaves_a_hold_on_a_deleted_slot() {
     eprintln!("delete outcomes seen: {seen:?}");
     db.drop().await;
 }
+
+/// `slots.updated_at` never moves back: a claim fixes its statement's now
+/// before it waits for the slot's lock, and a PATCH that committed during
+/// that wait wrote a later time (its statement came after the lock). The
+/// claim must not write its older now over it, or the slot resource reads
+/// older than its own `slot.updated` event.
+///
+/// Driven deterministically: the test holds the slot's lock; the PATCH
+/// queues first, then the hold's claim (its now fixed); the lock is
+/// released: the PATCH commits, then the claim writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_waited_behind_a_patch_never_moves_updated_at_back() {
+    let db = TestDb::new().await;
+    let admin = db.client("slot-admin", Role::Admin, None).await;
+    let slot = db.insert_slot(4).await;
+    let apps = db.warm_apps(2, Duration::from_secs(300)).await;
+    let lock = locks::SlotLock::take(&db, slot).await;
+    let patched = tokio::spawn({
+        let app = apps[0].clone();
+        async move { patch(&app, &admin, slot.0, &json!({ "capacity": 5 })).await }
+    });
+    db.wait_for_lock_waiters(1).await;
+    let held = tokio::spawn({
+        let app = apps[1].clone();
+        async move { hold(&app, slot.0, 1).await }
+    });
+    db.wait_for_lock_waiters(2).await;
+    // The PATCH's now, taken after the lock, is then clearly later.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    lock.release().await;
+    let (patched, held) = (patched.await.unwrap(), held.await.unwrap());
+    assert_eq!(patched.0, 200, "{}", patched.1);
+    assert_eq!(held.0, 201, "{}", held.1);
+    let (_, now) = get(&apps[0], None, &slot.0.to_string()).await;
+    let patched_at = patched.1["updated_at"].as_str().unwrap().to_string();
+    let stored_at = now["updated_at"].as_str().unwrap().to_string();
+    assert!(
+        stored_at >= patched_at,
+        "updated_at moved back from the PATCH's {patched_at} to {stored_at}"
+    );
+    db.assert_invariants().await;
+    db.drop().await;
+}

@@ -16,8 +16,8 @@ use crate::measure::Outcome;
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
 use shared::booking::{
-    Booking, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, HoldRow, LOCK_HOLD, LOCK_SLOT,
-    RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK,
+    Booking, FIND_BY_ID, FIND_BY_KEY, HoldRow, LOCK_HOLD, LOCK_SLOT, RECLAIM_APPLY, RECLAIM_COUNT,
+    RECLAIM_LOCK,
 };
 use shared::cache::Keys;
 use shared::db::Tx;
@@ -198,14 +198,16 @@ pub async fn confirm(
     hold: u64,
     outbox: Outbox,
 ) -> Result<Outcome> {
-    let row: HoldRowExpired = sqlx::query_as(FIND_WITH_EXPIRY)
+    // Final states only: "expired" is decided under the locks.
+    let row: HoldRow = sqlx::query_as(FIND_BY_ID)
         .bind(hold)
         .fetch_one(pool)
         .await?;
-    if row.5 != "held" || row.12 {
+    let row = row.into_hold().map_err(|_| sqlx::Error::RowNotFound)?;
+    if row.status.as_str() != "held" {
         return Ok(Outcome::Done("409"));
     }
-    let slot = row.1;
+    let slot = row.slot_id.0;
     let mut conn = pool.acquire().await?;
     let mut tx = Tx::begin(&mut conn).await?;
     sqlx::query(LOCK_SLOT)

@@ -101,6 +101,12 @@ pub enum Error {
     /// the retries. Nothing was written; the request is safe to retry.
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
+    /// The connection died after the COMMIT of a change that its retry
+    /// could not recognise as done (docs/DESIGN.md, "Retried after an
+    /// unseen COMMIT"): the change may have been made. Never retried by
+    /// the service; 503, and the message says to look before retrying.
+    #[error("outcome unknown, the connection died after COMMIT was sent: {0}")]
+    OutcomeUnknown(#[source] sqlx::Error),
     #[error("unexpected database error: {0}")]
     Internal(#[source] sqlx::Error),
 }
@@ -135,7 +141,7 @@ impl Error {
             Self::NameTaken(_) => "name_taken",
             Self::LastAdmin(_) => "last_admin",
             Self::CursorExpired => "cursor_expired",
-            Self::Unavailable(_) => "service_unavailable",
+            Self::Unavailable(_) | Self::OutcomeUnknown(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -163,7 +169,7 @@ impl Error {
             Self::RateLimited { .. } => 429,
             Self::CursorExpired => 410,
             Self::IdempotencyKeyReuse(_) | Self::Validation(_) => 422,
-            Self::Unavailable(_) => 503,
+            Self::Unavailable(_) | Self::OutcomeUnknown(_) => 503,
             Self::Internal(_) => 500,
         }
     }
@@ -233,6 +239,9 @@ impl Error {
             Self::Unavailable(_) => {
                 "The service is temporarily unavailable; the request can be retried.".into()
             }
+            Self::OutcomeUnknown(_) => "The service lost the database's answer to this change: \
+                 it may have been made. Read the resource before sending it again."
+                .into(),
             Self::Internal(_) => "An unexpected error occurred.".into(),
         }
     }

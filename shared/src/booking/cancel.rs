@@ -1,10 +1,11 @@
 //! Cancel: give up a hold or a booking.
 
 use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
+use super::written::Written;
 use super::{Booking, Transition};
 use crate::clients::Caller;
 use crate::db::{self, Tx};
-use crate::domain::{HoldId, HoldStatus};
+use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
 use crate::events::{EventType, commit_with, expired_event, hold_event};
 use crate::telemetry::{self, Metric};
@@ -21,8 +22,10 @@ impl Booking {
     /// does not exist (the same 404 as a missing hold).
     pub async fn cancel(&self, caller: &Caller, hold_id: HoldId) -> Result<Transition, Error> {
         let deadline = self.deadline_before_invalidation();
+        let mut written = Written::default();
         let outcome = db::transact!(&self.pool, "cancel", deadline, |conn| {
-            self.cancel_once(&mut conn, caller, hold_id).await
+            self.cancel_once(&mut conn, caller, hold_id, &mut written)
+                .await
         });
         self.invalidate_unless_unchanged(&outcome).await;
         if let Ok(done) = &outcome
@@ -36,13 +39,13 @@ impl Booking {
     /// Releases a held hold's claim on `held`, unless a reclaim already
     /// did (it expired at or before the slot's reclaim watermark). `LEAST`
     /// only absorbs an out-of-band edit of `held`.
-    pub const CANCEL_RELEASE: &'static str = "UPDATE slots SET held = held - LEAST(held, ?), updated_at = UTC_TIMESTAMP(6) \
+    pub const CANCEL_RELEASE: &'static str = "UPDATE slots SET held = held - LEAST(held, ?), updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) \
          WHERE id = ? AND reclaimed_until < ?";
     /// Only a confirmation consumed seats, so only its cancellation
     /// returns them; the cap (`LEAST`, SPEC §15.7: capped, never refused)
     /// means no sequence of cancels lifts remaining above capacity.
     pub const CANCEL_RETURN: &'static str = "UPDATE slots SET remaining = LEAST(capacity, remaining + ?), \
-         updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+         updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
     pub const CANCEL_MARK: &'static str = "UPDATE holds SET status = 'cancelled', cancelled_at = UTC_TIMESTAMP(6), \
          updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
 
@@ -51,9 +54,13 @@ impl Booking {
         conn: &mut PoolConnection<MySql>,
         caller: &Caller,
         hold_id: HoldId,
+        written: &mut Written,
     ) -> Result<Transition, Error> {
         // The owner's or an admin's only; checked once, before any lock.
-        let (hold, _) = find_touchable(conn, caller, hold_id).await?;
+        let hold = find_touchable(conn, caller, hold_id).await?;
+        if let Some(done) = ours(written, &hold) {
+            return Ok(done);
+        }
         if hold.status == HoldStatus::Cancelled {
             return Ok(Transition {
                 hold,
@@ -63,6 +70,12 @@ impl Booking {
         let mut tx = Tx::begin(conn).await?;
         lock_slot(&mut tx, hold.slot_id).await?;
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
+        // A retry whose earlier attempt's COMMIT landed unseen finds it
+        // here, once that COMMIT can no longer be in flight.
+        if let Some(done) = ours(written, &hold) {
+            tx.rollback().await?;
+            return Ok(done);
+        }
         let release = match hold.status {
             HoldStatus::Cancelled => {
                 tx.rollback().await?;
@@ -96,10 +109,20 @@ impl Booking {
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
         events.push(hold_event(EventType::HoldCancelled, &hold)?);
+        written.record(&hold);
         commit_with(tx, &events).await?;
         Ok(Transition {
             hold,
             changed: true,
         })
     }
+}
+
+/// This request's own cancellation, committed by an earlier attempt whose
+/// answer was lost: answered as that attempt would have (a change).
+fn ours(written: &Written, found: &Hold) -> Option<Transition> {
+    written.cancelled(found).map(|hold| Transition {
+        hold,
+        changed: true,
+    })
 }

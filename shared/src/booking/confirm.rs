@@ -1,6 +1,7 @@
 //! Confirm: turn an active hold into a booking, consuming its seats.
 
 use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
+use super::written::Written;
 use super::{Booking, Transition};
 use crate::clients::Caller;
 use crate::db::{self, Tx};
@@ -25,8 +26,10 @@ impl Booking {
     /// does not exist (the same 404 as a missing hold).
     pub async fn confirm(&self, caller: &Caller, hold_id: HoldId) -> Result<Transition, Error> {
         let deadline = self.deadline_before_invalidation();
+        let mut written = Written::default();
         let outcome = db::transact!(&self.pool, "confirm", deadline, |conn| {
-            self.confirm_once(&mut conn, caller, hold_id).await
+            self.confirm_once(&mut conn, caller, hold_id, &mut written)
+                .await
         });
         self.invalidate_unless_unchanged(&outcome).await;
         if let Ok(done) = &outcome
@@ -42,7 +45,7 @@ impl Booking {
     /// carries its own condition. The hold's seats move from `held` to the
     /// booked: `LEAST` only absorbs an out-of-band edit of `held`.
     pub const CONFIRM_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - ?, held = held - LEAST(held, ?), \
-         updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining >= ?";
+         updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND remaining >= ?";
     pub const CONFIRM_MARK: &'static str = "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
          updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
 
@@ -51,13 +54,18 @@ impl Booking {
         conn: &mut PoolConnection<MySql>,
         caller: &Caller,
         hold_id: HoldId,
+        written: &mut Written,
     ) -> Result<Transition, Error> {
         // A plain read, the owner's or an admin's only (checked once,
         // before any lock), answers the final states without any lock and
-        // tells which slot to lock.
-        let (hold, expired) = find_touchable(conn, caller, hold_id).await?;
+        // tells which slot to lock. Not "expired": a confirm that decided
+        // "active" under the lock may still commit (see `find_touchable`).
+        let hold = find_touchable(conn, caller, hold_id).await?;
         let slot_id = hold.slot_id;
-        if let Some(done) = confirm_decided(hold, expired)? {
+        if let Some(done) = ours(written, &hold) {
+            return Ok(done);
+        }
+        if let Some(done) = decided_final(hold)? {
             return Ok(done);
         }
         let mut tx = Tx::begin(conn).await?;
@@ -72,6 +80,12 @@ impl Booking {
         // this one can never see it confirmed (bookable would be −1).
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
         let quantity = hold.quantity;
+        // A retry whose earlier attempt's COMMIT landed unseen (it may have
+        // been in flight until this lock was granted) finds it here.
+        if let Some(done) = ours(written, &hold) {
+            tx.rollback().await?;
+            return Ok(done);
+        }
         if let Some(decided) = confirm_decided(hold, expired).transpose() {
             tx.rollback().await?;
             return decided;
@@ -98,7 +112,9 @@ impl Booking {
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
-        commit_with(tx, &[hold_event(EventType::HoldConfirmed, &hold)?]).await?;
+        let event = hold_event(EventType::HoldConfirmed, &hold)?;
+        written.record(&hold);
+        commit_with(tx, &[event]).await?;
         Ok(Transition {
             hold,
             changed: true,
@@ -106,16 +122,34 @@ impl Booking {
     }
 }
 
-/// The confirm decisions that need no write, in the required order:
-/// confirmed → replay; cancelled → refused; expired → refused.
-fn confirm_decided(hold: Hold, expired: bool) -> Result<Option<Transition>, Error> {
+/// This request's own confirmation, committed by an earlier attempt whose
+/// answer was lost: answered as that attempt would have (a change).
+fn ours(written: &Written, found: &Hold) -> Option<Transition> {
+    written.confirmed(found).map(|hold| Transition {
+        hold,
+        changed: true,
+    })
+}
+
+/// The decisions a plain read may make, on final states only: confirmed →
+/// replay; cancelled → refused.
+fn decided_final(hold: Hold) -> Result<Option<Transition>, Error> {
     match hold.status {
         HoldStatus::Confirmed => Ok(Some(Transition {
             hold,
             changed: false,
         })),
         HoldStatus::Cancelled => Err(Error::HoldCancelled(hold.id)),
-        HoldStatus::Held if expired => Err(Error::HoldExpired(hold.id)),
         HoldStatus::Held => Ok(None),
     }
+}
+
+/// The decisions under the locks, in the required order: confirmed →
+/// replay; cancelled → refused; expired → refused (by the now of a
+/// statement sent after the slot's lock).
+fn confirm_decided(hold: Hold, expired: bool) -> Result<Option<Transition>, Error> {
+    if hold.status == HoldStatus::Held && expired {
+        return Err(Error::HoldExpired(hold.id));
+    }
+    decided_final(hold)
 }

@@ -7,14 +7,15 @@
 
 use super::Booking;
 use super::sql::{HoldRow, find_by_id, find_touchable, lock_slot};
+use super::written::Written;
 use crate::clients::Caller;
 use crate::db::{self, Tx};
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
 use crate::events::{EventType, commit_with, hold_event};
 use chrono::{DateTime, Utc};
-use sqlx::MySql;
 use sqlx::pool::PoolConnection;
+use sqlx::{MySql, MySqlConnection};
 
 impl Booking {
     /// Moves an active hold's `expires_at` to `min(now + HOLD_TTL_SECONDS,
@@ -25,8 +26,10 @@ impl Booking {
     /// Only the hold's owner or an admin may extend it; for anyone else it
     /// does not exist. Seats do not change, so the cache is left alone.
     pub async fn extend(&self, caller: &Caller, hold_id: HoldId) -> Result<Hold, Error> {
+        let mut written = Written::default();
         db::transact!(&self.pool, "extend", self.deadline(), |conn| {
-            self.extend_once(&mut conn, caller, hold_id).await
+            self.extend_once(&mut conn, caller, hold_id, &mut written)
+                .await
         })
     }
 
@@ -51,12 +54,18 @@ impl Booking {
         conn: &mut PoolConnection<MySql>,
         caller: &Caller,
         hold_id: HoldId,
+        written: &mut Written,
     ) -> Result<Hold, Error> {
         // A plain read, the owner's or an admin's only (checked once,
         // before any lock), answers the final states without any lock and
-        // tells which slot to lock.
-        let (hold, expired) = find_touchable(conn, caller, hold_id).await?;
-        refuse_final(&hold, expired)?;
+        // tells which slot to lock. Not "expired": an extension that
+        // decided "active" under the lock may still commit (see
+        // `find_touchable`).
+        let hold = find_touchable(conn, caller, hold_id).await?;
+        if let Some(done) = ours(conn, written, &hold).await? {
+            return Ok(done);
+        }
+        refuse_final(&hold, false)?;
         let slot_id = hold.slot_id;
         let mut tx = Tx::begin(conn).await?;
         // Lock order of every transaction: the slot row, then hold rows.
@@ -71,6 +80,12 @@ impl Booking {
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
         let hold = locked.row.into_hold()?;
+        // A retry whose earlier attempt's COMMIT landed unseen finds it
+        // here, once that COMMIT can no longer be in flight.
+        if let Some(done) = ours(&mut tx, written, &hold).await? {
+            tx.rollback().await?;
+            return Ok(done);
+        }
         let refused = refuse_final(&hold, locked.expired)
             .err()
             .or_else(|| {
@@ -95,7 +110,9 @@ impl Booking {
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
-        commit_with(tx, &[hold_event(EventType::HoldExtended, &hold)?]).await?;
+        let event = hold_event(EventType::HoldExtended, &hold)?;
+        written.record(&hold);
+        commit_with(tx, &[event]).await?;
         Ok(hold)
     }
 }
@@ -110,8 +127,43 @@ struct Locked {
     extended_to: DateTime<Utc>,
 }
 
-/// The refusals that need no lock, in the required order: confirmed,
-/// cancelled, expired (each final).
+/// Whether this request's earlier attempt extended the hold, its answer
+/// lost. Unchanged since, the hold says so itself (`Written::extended`).
+/// Changed again since (a later `updated_at`), the earlier attempt's fate
+/// is settled, since that later change took the slot's lock after it, and
+/// its `hold.extended` event, at the `updated_at` it wrote, tells. Only a
+/// retry after a lost connection ever gets past the first line.
+async fn ours(
+    conn: &mut MySqlConnection,
+    written: &Written,
+    found: &Hold,
+) -> Result<Option<Hold>, Error> {
+    let Some(mine) = written.hold() else {
+        return Ok(None);
+    };
+    if let Some(done) = written.extended(found) {
+        return Ok(Some(done));
+    }
+    if found.updated_at <= mine.updated_at {
+        return Ok(None); // not committed, or (before the lock) not yet
+    }
+    let seen: Option<i64> = sqlx::query_scalar(EXTENDED_EVENT)
+        .bind(found.client_id.0)
+        .bind(found.id.0)
+        .bind(mine.updated_at)
+        .fetch_optional(conn)
+        .await?;
+    Ok(seen.map(|_| mine.clone()))
+}
+
+/// The extension's event, found by its owner's index (events have none of
+/// their own by hold); its `occurred_at` is the `updated_at` it wrote.
+const EXTENDED_EVENT: &str = "SELECT 1 FROM events WHERE client_id = ? AND hold_id = ? \
+     AND type = 'hold.extended' AND occurred_at = ? LIMIT 1";
+
+/// The refusals, in the required order: confirmed, cancelled (each
+/// final), then expired, which only a now from under the slot's lock may
+/// decide (a plain read passes `false`).
 fn refuse_final(hold: &Hold, expired: bool) -> Result<(), Error> {
     match hold.status {
         HoldStatus::Confirmed => Err(Error::HoldConfirmed(hold.id)),

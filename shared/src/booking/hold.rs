@@ -2,6 +2,7 @@
 
 use super::reclaim::reclaim_locked;
 use super::sql::{find_by_id, find_by_key};
+use super::written::Written;
 use super::{Booking, HoldOutcome};
 use crate::clients::{Caller, ClientId};
 use crate::db::{self, Tx};
@@ -36,8 +37,10 @@ impl Booking {
     ) -> Result<HoldOutcome, Error> {
         let client = caller.id;
         let wanted = Wanted { slot_id, quantity };
+        let mut written = Written::default();
         let outcome = db::transact!(&self.pool, "hold", self.deadline(), |conn| {
-            self.hold_once(&mut conn, client, wanted, key).await
+            self.hold_once(&mut conn, client, wanted, key, &mut written)
+                .await
         });
         if let Ok(done) = &outcome
             && done.created
@@ -62,7 +65,7 @@ impl Booking {
     /// the new figure comes back as the statement's insert id, which tells
     /// whether the counter was empty (the figure is then the quantity).
     pub const HOLD_CLAIM: &'static str = "UPDATE slots SET held = LAST_INSERT_ID(held + ?), \
-         updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND held + ? <= remaining";
+         updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND held + ? <= remaining";
     /// After a claim that found the counter empty: any watermark up to now
     /// is then exact, and a recent one keeps the projection's scan window
     /// short. Sent after the lock, so its `now` follows every watermark
@@ -85,8 +88,19 @@ impl Booking {
         client: ClientId,
         wanted: Wanted,
         key: &IdempotencyKey,
+        written: &mut Written,
     ) -> Result<HoldOutcome, Error> {
         let Wanted { slot_id, quantity } = wanted;
+        // Every path that finds the key's hold answers through this: the
+        // replay, or this request's own hold, committed by an earlier
+        // attempt whose answer was lost (201, as that answer said).
+        let found = |hold: Hold| match written.created(&hold) {
+            Some(hold) => Ok(HoldOutcome {
+                hold,
+                created: true,
+            }),
+            None => replay(hold, wanted),
+        };
         // 1. One plain read, no lock: the key's hold, if any, what the slot
         //    has bookable right now and whether it has started, in one
         //    snapshot. Key first (an ordinary retry is a replay, even on a
@@ -105,7 +119,7 @@ impl Booking {
                 .await?;
         if let Some(id) = key_hold {
             let hold = find_by_id(&mut **conn, HoldId(id)).await?;
-            return replay(hold.ok_or(Error::HoldNotFound(HoldId(id)))?, wanted);
+            return found(hold.ok_or(Error::HoldNotFound(HoldId(id)))?);
         }
         // No figure is not proof that the slot is missing: a scalar subquery
         // cut short by a killed query comes back NULL. The locked path
@@ -148,7 +162,7 @@ impl Booking {
             // refused (on a slot with room the UNIQUE index catches it).
             if let Some(hold) = find_by_key(&mut *tx, client, key).await? {
                 tx.rollback().await?; // a later reclaim redoes this one
-                return replay(hold, wanted);
+                return found(hold);
             }
             if u64::from(counters.held) + u64::from(quantity) > u64::from(counters.remaining) {
                 tx.commit().await?; // keep the reclaim
@@ -179,7 +193,7 @@ impl Booking {
                 // A same-key request that committed meanwhile is still a
                 // replay (on a slot with room nothing else found it).
                 return match find_by_key(&mut **conn, client, key).await? {
-                    Some(hold) => replay(hold, wanted),
+                    Some(hold) => found(hold),
                     None => Err(Error::SlotClosed(slot_id)),
                 };
             }
@@ -188,7 +202,7 @@ impl Booking {
                 // The winner has committed (the index waited for it): its
                 // hold is the answer, or, for another fingerprint, 422.
                 return match find_by_key(&mut **conn, client, key).await? {
-                    Some(hold) => replay(hold, wanted),
+                    Some(hold) => found(hold),
                     None => Err(Error::Internal(err)),
                 };
             }
@@ -198,7 +212,9 @@ impl Booking {
             .await?
             .ok_or(Error::HoldNotFound(id))?;
         // 4. Its event, last, in the same transaction: with the COMMIT.
-        commit_with(tx, &[hold_event(EventType::HoldCreated, &hold)?]).await?;
+        let event = hold_event(EventType::HoldCreated, &hold)?;
+        written.record(&hold);
+        commit_with(tx, &[event]).await?;
         Ok(HoldOutcome {
             hold,
             created: true,

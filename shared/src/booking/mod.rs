@@ -12,12 +12,11 @@ mod hold;
 mod read;
 mod reclaim;
 mod sweep;
+mod written;
 
 pub(crate) use reclaim::reclaim_locked;
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
-pub use sql::{
-    ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, FIND_WITH_EXPIRY, HoldRow, LOCK_HOLD, LOCK_SLOT,
-};
+pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, HoldRow, LOCK_HOLD, LOCK_SLOT};
 pub(crate) use sql::{active_hold, expired_but_counted, slot_bookable};
 pub use sweep::{SweepLimits, SweepReport};
 

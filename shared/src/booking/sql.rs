@@ -129,38 +129,24 @@ pub(super) async fn lock_hold(
     Ok((row.row.into_hold()?, row.expired))
 }
 
-/// A plain read: the expiry it reports is final (an expired hold cannot
-/// become active again), so it may answer without a lock.
-pub const FIND_WITH_EXPIRY: &str = concat!(
-    "SELECT ",
-    hold_columns!(),
-    ", expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?"
-);
-
-/// The first read of confirm, cancel and extend: the hold and its expiry
-/// by [`FIND_WITH_EXPIRY`], for its owner or an admin; for anyone else it
-/// does not exist. The owner never changes, so this one check, before any
-/// lock, holds for the whole operation.
+/// The first read of confirm, cancel and extend: the hold, by a plain
+/// read, for its owner or an admin; for anyone else it does not exist. The
+/// owner never changes, so this one check, before any lock, holds for the
+/// whole operation. It reports no expiry: a plain read may answer only the
+/// final states (confirmed, cancelled). "Held and expired" is not final
+/// while a confirm or an extension that decided "active" under the slot's
+/// lock may still commit; it is decided under that lock
+/// (docs/DESIGN.md, "Every now, after the lock").
 pub(super) async fn find_touchable(
     conn: &mut MySqlConnection,
     caller: &Caller,
     id: HoldId,
-) -> Result<(Hold, bool), Error> {
-    let (hold, expired) = find_with_expiry(conn, id).await?;
+) -> Result<Hold, Error> {
+    let hold = find_by_id(conn, id).await?.ok_or(Error::HoldNotFound(id))?;
     if !caller.may_touch(hold.client_id) {
         return Err(Error::HoldNotFound(id));
     }
-    Ok((hold, expired))
-}
-
-/// The same read as [`lock_hold`], without a lock.
-async fn find_with_expiry(conn: &mut MySqlConnection, id: HoldId) -> Result<(Hold, bool), Error> {
-    let row = sqlx::query_as::<_, HoldRowExpired>(FIND_WITH_EXPIRY)
-        .bind(id.0)
-        .fetch_optional(conn)
-        .await?;
-    let row = row.ok_or(Error::HoldNotFound(id))?;
-    Ok((row.row.into_hold()?, row.expired))
+    Ok(hold)
 }
 
 pub const FIND_BY_KEY: &str = concat!(

@@ -153,7 +153,8 @@ impl ClientAdmin {
                 Err(err) if db::is_unique_violation(&err) && names_index(&err) => {
                     Err(Error::NameTaken(new.name.clone()))
                 }
-                Err(err) => Err(err.into()),
+                // Autocommitted: run again, it would find its own name taken.
+                Err(err) => Err(db::unknown_if_lost(err)),
             }
         })?;
         let mut client = self.find(id, deadline).await?;

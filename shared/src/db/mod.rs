@@ -204,6 +204,19 @@ impl From<sqlx::Error> for Error {
     }
 }
 
+/// The error of a statement that may have committed (a COMMIT, or an
+/// autocommitted write) and that its operation cannot recognise as done
+/// when run again: a lost connection is [`Error::OutcomeUnknown`], which
+/// `transact!` never retries (docs/DESIGN.md, "Retried after an unseen
+/// COMMIT").
+pub fn unknown_if_lost(err: sqlx::Error) -> Error {
+    if classify(&err) == Failure::ConnectionLost {
+        Error::OutcomeUnknown(err)
+    } else {
+        Error::from(err)
+    }
+}
+
 /// True when the statement failed on a UNIQUE index (MySQL 1062).
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())

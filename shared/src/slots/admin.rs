@@ -30,7 +30,7 @@ pub const LOCK_FOR_CHANGE: &str =
 /// left to right, and it must not see the new capacity (it does not read
 /// it anyway).
 pub const CHANGE_SLOT: &str = "UPDATE slots SET remaining = CAST(remaining AS SIGNED) + ?, \
-     capacity = ?, starts_at = ?, ends_at = ?, updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+     capacity = ?, starts_at = ?, ends_at = ?, updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
 
 /// After the lock, so its `now` lies inside the lock: the seats of the
 /// slot's confirmed holds and of its active holds, from the holds table

@@ -33,7 +33,7 @@ type Committed<T> = Result<T, sqlx::Error>;
 fn committed<T>(outcome: Committed<T>) -> Result<T, Error> {
     outcome.map_err(|err| {
         tracing::error!(error = %err, "the COMMIT failed; whether it was applied is unknown");
-        Error::from(err)
+        crate::db::unknown_if_lost(err)
     })
 }
 
