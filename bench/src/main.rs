@@ -32,6 +32,7 @@ mod scale;
 mod scenarios;
 mod sections;
 mod setup;
+mod table;
 mod targets;
 
 use report::{Meta, Row};
@@ -47,6 +48,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "confirm",
         "confirm: one slot and spread, 1 and 8 environments",
+    ),
+    (
+        "revision",
+        "issue 28's cost: hold (hot slot) and confirm with today's statements vs those of before, raw",
     ),
     (
         "read",
@@ -188,6 +193,7 @@ async fn run(options: Options) -> Result<(), String> {
         let done = match *group {
             "hold" => scenarios::holds(&bench, timing, &mut emit).await,
             "confirm" => scenarios::confirms(&bench, timing, &mut emit).await,
+            "revision" => scenarios::revision(&bench, timing, &mut emit).await,
             "read" => reads::hold_reads(&bench, timing, &mut emit).await,
             "projection" => reads::projections(&bench, timing, &mut emit).await,
             "storm" => scenarios::storm(&bench, &mut emit).await,

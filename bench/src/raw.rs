@@ -22,7 +22,7 @@ use shared::booking::{
 use shared::cache::Keys;
 use shared::db::Tx;
 use shared::events::{EventType, commit_with, hold_event};
-use sqlx::{MySqlConnection, MySqlPool};
+use sqlx::{MySqlConnection, MySqlPool, Row};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
 
@@ -33,6 +33,28 @@ pub enum Outbox {
     On,
     Off,
 }
+
+/// Which statements a sequence sends: the service's, or the ones it sent
+/// before issue 28 (the `revision` group's control arm: the claim and the
+/// consume stamped `slots.updated_at` without `GREATEST`, and confirm's
+/// plain read decided "expired" by its own now).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Statements {
+    Current,
+    Before,
+}
+
+/// Before issue 28: [`Booking::HOLD_CLAIM`] without `GREATEST`.
+const BEFORE_HOLD_CLAIM: &str = "UPDATE slots SET held = LAST_INSERT_ID(held + ?), \
+     updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND held + ? <= remaining";
+/// Before issue 28: [`Booking::CONFIRM_CONSUME`] without `GREATEST`.
+const BEFORE_CONFIRM_CONSUME: &str = "UPDATE slots SET remaining = remaining - ?, \
+     held = held - LEAST(held, ?), updated_at = UTC_TIMESTAMP(6) WHERE id = ? AND remaining >= ?";
+/// Before issue 28: confirm's plain read, with the expiry it answered from.
+const BEFORE_FIND_WITH_EXPIRY: &str = "SELECT id, slot_id, client_id, quantity, idempotency_key, \
+     status, expires_at, confirmed_at, cancelled_at, created_at, updated_at, \
+     (status = 'held' AND expires_at > UTC_TIMESTAMP(6)) AS active, \
+     expires_at <= UTC_TIMESTAMP(6) AS expired FROM holds WHERE id = ?";
 
 /// COMMIT, with the event of the change to `row` as the service writes
 /// it, by the service's own functions (`into_hold`: the row's resource;
@@ -78,7 +100,7 @@ pub async fn hold(
     key: &str,
     quantity: u32,
     ttl_micros: i64,
-    outbox: Outbox,
+    (outbox, statements): (Outbox, Statements),
 ) -> Result<Outcome> {
     let (key_hold, bookable, closed): (Option<u64>, Option<i64>, Option<bool>) =
         sqlx::query_as(Booking::HOLD_PRECHECK)
@@ -99,7 +121,11 @@ pub async fn hold(
     }
     let mut conn = pool.acquire().await?;
     let mut tx = Tx::begin(&mut conn).await?;
-    let claim = sqlx::query(Booking::HOLD_CLAIM)
+    let claim_sql = match statements {
+        Statements::Current => Booking::HOLD_CLAIM,
+        Statements::Before => BEFORE_HOLD_CLAIM,
+    };
+    let claim = sqlx::query(claim_sql)
         .bind(quantity)
         .bind(slot)
         .bind(quantity)
@@ -196,18 +222,21 @@ pub async fn confirm(
     redis: &mut ConnectionManager,
     keys: &Keys,
     hold: u64,
-    outbox: Outbox,
+    (outbox, statements): (Outbox, Statements),
 ) -> Result<Outcome> {
-    // Final states only: "expired" is decided under the locks.
-    let row: HoldRow = sqlx::query_as(FIND_BY_ID)
-        .bind(hold)
-        .fetch_one(pool)
-        .await?;
-    let row = row.into_hold().map_err(|_| sqlx::Error::RowNotFound)?;
-    if row.status.as_str() != "held" {
+    // Final states only: "expired" is decided under the locks (before
+    // issue 28 the plain read decided it too).
+    let (plain, consume) = match statements {
+        Statements::Current => (FIND_BY_ID, Booking::CONFIRM_CONSUME),
+        Statements::Before => (BEFORE_FIND_WITH_EXPIRY, BEFORE_CONFIRM_CONSUME),
+    };
+    let row = sqlx::query(plain).bind(hold).fetch_one(pool).await?;
+    let status: String = row.try_get("status")?;
+    let expired = statements == Statements::Before && row.try_get::<bool, _>("expired")?;
+    if status != "held" || expired {
         return Ok(Outcome::Done("409"));
     }
-    let slot = row.slot_id.0;
+    let slot: u64 = row.try_get("slot_id")?;
     let mut conn = pool.acquire().await?;
     let mut tx = Tx::begin(&mut conn).await?;
     sqlx::query(LOCK_SLOT)
@@ -223,7 +252,7 @@ pub async fn confirm(
         return Ok(Outcome::Done("409"));
     }
     let quantity = row.3;
-    let consumed = sqlx::query(Booking::CONFIRM_CONSUME)
+    let consumed = sqlx::query(consume)
         .bind(quantity)
         .bind(quantity)
         .bind(slot)

@@ -3,8 +3,8 @@
 //! the commit it was measured at; a full run writes them with the rest.
 
 use crate::cachedown;
-use crate::markdown::table;
 use crate::report::{Meta, Row};
+use crate::table::table;
 use crate::targets::Target;
 use std::fmt::Write;
 

@@ -3,7 +3,6 @@
 //! Values are validated when they are built (`parse`), so the service layer
 //! never sees a malformed id or key.
 
-use crate::clients::ClientId;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 use std::fmt;
@@ -17,6 +16,23 @@ pub struct SlotId(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct HoldId(pub u64);
+
+/// An `api_clients` primary key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ClientId(pub u64);
+
+impl ClientId {
+    pub fn parse(raw: &str) -> Option<Self> {
+        parse_path_id(raw).map(Self)
+    }
+}
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Parses a path id: decimal digits only (no sign, no spaces), 1 to 2^64−1.
 /// Anything else is `None`, which the API answers with 404 rather than 422:
@@ -341,7 +357,7 @@ mod tests {
         let hold = Hold {
             id: HoldId(42),
             slot_id: SlotId(3),
-            client_id: crate::clients::ClientId(7),
+            client_id: ClientId(7),
             status: HoldStatus::Held,
             quantity: 2,
             active: true,

@@ -5,7 +5,7 @@
 //! mapping to HTTP. Internal causes (SQL, connection strings) are logged by
 //! the HTTP layer and never put in a body.
 
-use crate::clients::ClientId;
+use crate::domain::ClientId;
 use crate::domain::{HoldId, SlotId};
 use serde_json::{Value, json};
 use std::borrow::Cow;

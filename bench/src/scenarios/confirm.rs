@@ -75,6 +75,43 @@ pub async fn outbox(
     confirm_cases(bench, timing, emit, &variants, &cases, &[1, 8]).await
 }
 
+/// Issue 28's cost: the raw sequences with today's statements and with
+/// those of before it, in alternating rounds on twin slots, and the same
+/// SQL against itself (the control), for the hot slot's hold and for
+/// confirm, one slot and spread, 1 and 8 environments.
+pub async fn revision(
+    bench: &Bench,
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
+    const ARMS: [Variant; 2] = [Variant::Raw, Variant::RawBefore];
+    let timing = timing.outbox();
+    let envs = bench.envs(8).await?;
+    for clients in [1, 8] {
+        let case = HoldCase {
+            clients,
+            slots: 1,
+            capacity: ROOMY,
+            arms: ARMS
+                .iter()
+                .map(|variant| Arm {
+                    scenario: "revision.hold.one_slot".to_string(),
+                    name: variant.name(),
+                    preload: Preload::Active(0),
+                    variant: *variant,
+                    quantity: 1,
+                })
+                .collect(),
+        };
+        compare_holds(bench, &envs, timing, case, emit).await?;
+    }
+    let cases = [
+        ("revision.confirm.one_slot", 1),
+        ("revision.confirm.spread_1000", 1_000),
+    ];
+    confirm_cases(bench, timing, emit, &ARMS, &cases, &[1, 8]).await
+}
+
 /// Confirms of pre-made holds by each of `variants`, in alternating
 /// rounds, for each `(scenario, slots)` of `cases` at each of `clients`.
 async fn confirm_cases(

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 mod confirm;
 mod storm;
-pub use confirm::{confirms, outbox};
+pub use confirm::{confirms, outbox, revision};
 pub use storm::storm;
 
 /// How the bench runs: time per measured variant, split in rounds.
@@ -69,6 +69,9 @@ enum Variant {
     RawNoOutboxAgain,
     /// The seed's count-based sequence (reference).
     SeedCount,
+    /// [`Self::Raw`] with the statements of before issue 28 (the
+    /// `revision` group): what that change costs, in one run.
+    RawBefore,
 }
 
 impl Variant {
@@ -80,6 +83,7 @@ impl Variant {
             Self::RawNoOutbox => "raw_no_outbox",
             Self::RawNoOutboxAgain => "raw_no_outbox_again",
             Self::SeedCount => "seed_count",
+            Self::RawBefore => "raw_before",
         }
     }
 
@@ -89,6 +93,15 @@ impl Variant {
         } else {
             raw::Outbox::On
         }
+    }
+
+    fn statements(self) -> (raw::Outbox, raw::Statements) {
+        let statements = if self == Self::RawBefore {
+            raw::Statements::Before
+        } else {
+            raw::Statements::Current
+        };
+        (self.outbox(), statements)
     }
 
     /// A hold of `quantity` seats (the seed's sequence holds one).
@@ -108,14 +121,14 @@ impl Variant {
                     Err(err) => refused(&err),
                 }
             }
-            Self::Raw | Self::RawNoOutbox | Self::RawNoOutboxAgain => raw::hold(
+            Self::Raw | Self::RawNoOutbox | Self::RawNoOutboxAgain | Self::RawBefore => raw::hold(
                 &env.pool,
                 env.client.0,
                 slot,
                 &key,
                 quantity,
                 HOLD_TTL_MICROS,
-                self.outbox(),
+                self.statements(),
             )
             .await
             .map_err(|e| e.to_string()),
@@ -129,9 +142,14 @@ impl Variant {
         let booking = match self {
             Self::Service => &env.app.booking,
             Self::ServiceNoCache => &env.uncached,
-            Self::Raw | Self::RawNoOutbox | Self::RawNoOutboxAgain | Self::SeedCount => {
+            Self::Raw
+            | Self::RawNoOutbox
+            | Self::RawNoOutboxAgain
+            | Self::SeedCount
+            | Self::RawBefore => {
                 let keys = env.app.booking.cache().ok_or("no cache")?.keys();
-                return raw::confirm(&env.pool, &mut env.redis.clone(), keys, hold, self.outbox())
+                let statements = self.statements();
+                return raw::confirm(&env.pool, &mut env.redis.clone(), keys, hold, statements)
                     .await
                     .map_err(|e| e.to_string());
             }

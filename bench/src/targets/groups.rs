@@ -11,6 +11,30 @@ use crate::report::{Row, find};
 const HIT_BEFORE_OPS: f64 = 14_538.0;
 const HIT_BEFORE_RATIO: f64 = 0.98;
 
+/// Issue 28: the hot slot's hold and confirm stay within 5 % of their
+/// statements before it (the same run, alternating rounds).
+pub(super) fn revision_targets(rows: &[Row]) -> Vec<Target> {
+    let cases = [
+        ("revision.hold.one_slot", "hold, one slot,"),
+        ("revision.confirm.one_slot", "confirm, one slot,"),
+        ("revision.confirm.spread_1000", "confirm, 1,000 slots,"),
+    ];
+    cases
+        .into_iter()
+        .flat_map(|(scenario, what)| [(scenario, what, 1), (scenario, what, 8)])
+        .map(|(scenario, what, clients)| {
+            at_least(
+                rows,
+                format!("{what} today ≥ 0.95 × before issue 28 ({clients} env)"),
+                (scenario, scenario),
+                ("raw", "raw_before"),
+                clients,
+                0.95,
+            )
+        })
+        .collect()
+}
+
 /// Issue 13's targets at 1,000,000 slots and 10,000,000 holds (`scale`).
 /// SPEC §12: the outbox costs a booking little, and a page stays cheap at
 /// 10 M events.

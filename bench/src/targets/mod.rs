@@ -283,5 +283,6 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     out.extend(groups::cache_down_targets(rows));
     out.extend(groups::scale_targets(rows));
     out.extend(groups::feed_targets(rows));
+    out.extend(groups::revision_targets(rows));
     out
 }

@@ -17,11 +17,11 @@ mod written;
 pub(crate) use reclaim::reclaim_locked;
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, HoldRow, LOCK_HOLD, LOCK_SLOT};
-pub(crate) use sql::{active_hold, expired_but_counted, slot_bookable};
 pub use sweep::{SweepLimits, SweepReport};
 
 use crate::cache::{AvailabilityCache, CacheStatus, Limit, Served};
 use crate::config::HoldRules;
+use crate::db::counter::slot_bookable;
 use crate::db::{self, Deadline};
 use crate::domain::{Hold, SlotAvailability, SlotId};
 use crate::error::Error;

@@ -27,7 +27,7 @@
 //! protects capacity; the database's own guarantees never depend on it.
 
 use super::AvailabilityCache;
-use crate::clients::ClientId;
+use crate::domain::ClientId;
 use redis::{AsyncCommands, Script};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

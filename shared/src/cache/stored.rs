@@ -33,7 +33,7 @@ impl Keys {
     }
 
     /// The bucket of one client.
-    pub fn rate(&self, client: crate::clients::ClientId) -> String {
+    pub fn rate(&self, client: crate::domain::ClientId) -> String {
         format!("{}{client}", self.rate)
     }
 }

@@ -19,24 +19,9 @@ pub use key::{ApiKey, KeyHash};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use std::fmt;
 
-/// An `api_clients` primary key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct ClientId(pub u64);
-
-impl ClientId {
-    pub fn parse(raw: &str) -> Option<Self> {
-        crate::domain::parse_path_id(raw).map(Self)
-    }
-}
-
-impl fmt::Display for ClientId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+/// An id is a domain value, beside the hold's and the slot's.
+pub use crate::domain::ClientId;
 
 /// The built-in client that a request without a key is in `open` mode; it
 /// owns the holds made before clients existed. Its id is fixed by the

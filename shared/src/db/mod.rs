@@ -222,6 +222,7 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
+pub(crate) mod counter;
 #[macro_use]
 mod deadline;
 mod run;

@@ -9,8 +9,9 @@
 
 use super::input::{NewSlot, SlotChange, order_message};
 use super::{Committed, Slots, ledger};
-use crate::booking::{active_hold, reclaim_locked};
+use crate::booking::reclaim_locked;
 use crate::db;
+use crate::db::counter::active_hold;
 use crate::domain::{Slot, SlotId};
 use crate::error::Error;
 use crate::events::{EventType, record_slots};

@@ -11,9 +11,9 @@
 
 use super::Slots;
 use super::cursor::{Cursor, Filters};
-use crate::booking::expired_but_counted;
 use crate::cache::Page;
 use crate::db;
+use crate::db::counter::expired_but_counted;
 use crate::domain::{SlotAvailability, SlotId};
 use crate::error::Error;
 use base64::Engine;

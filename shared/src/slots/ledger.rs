@@ -9,8 +9,7 @@
 //! the hold path's own: the bookable figure is `slot_bookable!`, the very
 //! query the hold's pre-check runs.
 
-// `slot_bookable!` expands to `expired_but_counted!`: both in scope.
-use crate::booking::{expired_but_counted, slot_bookable};
+use crate::db::counter::slot_bookable;
 use crate::domain::{Slot, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, Utc};

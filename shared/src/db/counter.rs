@@ -1,0 +1,51 @@
+//! The held-seats counter's SQL fragments: the one definition of an
+//! active hold and of the counter's expired-but-counted seats
+//! (docs/DESIGN.md, "The counter"). The booking operations decide with
+//! them and the slot ledger and availability read with them; they live
+//! below both, so that neither imports the other for them.
+
+/// "A hold occupies a seat": the one definition, used by the capacity check
+/// of the hold path and by the availability projection. An expired hold
+/// keeps `status = 'held'` and stops counting the instant `expires_at`
+/// passes; no sweeper is needed for correctness.
+macro_rules! active_hold {
+    () => {
+        "status = 'held' AND expires_at > UTC_TIMESTAMP(6)"
+    };
+}
+
+/// The held-seats counter (docs/DESIGN.md). `slots.held` is the sum of
+/// the quantities of the slot's `held` holds that expire after its reclaim
+/// watermark `slots.reclaimed_until`. Among those, the ones already
+/// expired still occupy the counter but no longer a seat: this condition
+/// finds them, for a hold aliased `x` of a slot aliased `s`. Reclaims and
+/// the sweeper move the watermark, so they are few. Hence, with one clock,
+/// `held − Σ quantity (holds matching this) = Σ quantity (ACTIVE_HOLD)`,
+/// which the tests check as the oracle after every step.
+macro_rules! expired_but_counted {
+    () => {
+        "x.status = 'held' AND x.expires_at > s.reclaimed_until AND x.expires_at <= UTC_TIMESTAMP(6)"
+    };
+}
+
+/// What one slot has bookable: `remaining − held + expired-but-counted`
+/// seats. SIGNED: on the UNSIGNED columns a negative intermediate would be
+/// error 1690 (and `SUM` of an integer column is a DECIMAL). With `s.id = ?` the slot row is a constant to the optimiser, so
+/// the watermark bounds an index range over `(slot_id, status,
+/// expires_at)`: the cost is the slot's expired-but-counted holds, not its
+/// active ones. The index is forced: statistics sometimes tempt the
+/// optimiser into `(status, expires_at)`, ten times slower here.
+macro_rules! slot_bookable {
+    () => {
+        concat!(
+            "SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) ",
+            "+ CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) ",
+            "FROM slots s LEFT JOIN holds x FORCE INDEX (holds_slot_id_status_expires_at_index) ",
+            "ON x.slot_id = s.id AND ",
+            $crate::db::counter::expired_but_counted!(),
+            " WHERE s.id = ?"
+        )
+    };
+}
+
+pub(crate) use {active_hold, expired_but_counted, slot_bookable};
