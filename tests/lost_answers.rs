@@ -16,7 +16,7 @@ use shared::clients::Caller;
 use shared::config::HoldRules;
 use shared::domain::{Hold, HoldId, IdempotencyKey, SlotId};
 use shared::error::Error;
-use slot_booking_tests::proxy::Proxy;
+use slot_booking_tests::proxy::{Mode, Proxy};
 use slot_booking_tests::*;
 use std::future::Future;
 use std::time::Duration;
@@ -223,5 +223,111 @@ async fn an_extension_whose_answer_is_lost_and_then_confirmed_by_another_is_stil
     assert_eq!(db.events_of(&id, "hold.extended").await, 1);
     assert_eq!(db.events_of(&id, "hold.confirmed").await, 1);
     db.assert_invariants().await;
+    db.drop().await;
+}
+
+/// The slot starts while a hold decided before the start is committing,
+/// its answer lost: the retry's plain pre-check sees "started" and no
+/// key, neither of them final together. The key is looked at again under
+/// the slot's lock, and the retry answers the hold it made (201), never
+/// 409 `slot_closed` for a hold that exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hold_whose_answer_is_lost_as_its_slot_starts_answers_201_not_slot_closed() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(2).await;
+    let starts = std::time::Instant::now() + Duration::from_millis(1500);
+    sqlx::query(
+        "UPDATE slots SET ends_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, \
+         starts_at = UTC_TIMESTAMP(6) + INTERVAL 1500000 MICROSECOND WHERE id = ?",
+    )
+    .bind(slot.0)
+    .execute(&db.admin)
+    .await
+    .unwrap();
+    let proxy = Proxy::start().await;
+    let app = app_through(&db, &proxy, HoldRules::default());
+    warm(&app).await;
+    let key = new_key();
+    let events = locks::EventsLock::take(&db).await;
+    let mut hold = tokio::spawn({
+        let (app, key) = (app.clone(), key.clone());
+        async move { app.booking.hold(&CALLER, slot, 1, &key).await }
+    });
+    queued(&db, &mut hold, 1).await;
+    assert!(std::time::Instant::now() < starts, "decided before the start");
+    tokio::time::sleep_until((starts + Duration::from_millis(100)).into()).await;
+    proxy.lose_answers();
+    // The retry, after the start, queues for the slot's lock to look again.
+    queued(&db, &mut hold, 2).await;
+    events.release().await;
+    let outcome = hold.await.unwrap().expect("the hold was made before the start");
+    assert!(outcome.created, "this request's own hold: 201");
+    let id = outcome.hold.id.0.to_string();
+    assert_eq!(db.events_of(&id, "hold.created").await, 1);
+    db.assert_invariants().await;
+    db.drop().await;
+}
+
+/// The answer is lost and the retry cannot reach the database (a
+/// failover: the primary committed, then refused connections): the
+/// service cannot tell, and says so, never "nothing was written".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_extension_whose_answer_is_lost_with_no_retry_possible_is_outcome_unknown() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(1).await;
+    let proxy = Proxy::start().await;
+    let app = app_through(&db, &proxy, HoldRules::default());
+    let hold = held(&app, slot).await;
+    let events = locks::EventsLock::take(&db).await;
+    let mut extend = tokio::spawn({
+        let app = app.clone();
+        async move { app.booking.extend(&CALLER, hold.id).await }
+    });
+    queued(&db, &mut extend, 1).await;
+    proxy.lose_answers();
+    proxy.set(Mode::Refuse).await;
+    events.release().await;
+    let answer = extend.await.unwrap();
+    assert!(
+        matches!(answer, Err(Error::OutcomeUnknown(_))),
+        "the COMMIT may have happened (it did): {answer:?}"
+    );
+    let err = answer.unwrap_err();
+    assert_eq!((err.status(), err.reason()), (503, "service_unavailable"));
+    let id = hold.id.0.to_string();
+    assert_eq!(db.events_of(&id, "hold.extended").await, 1, "it did");
+    db.drop().await;
+}
+
+/// A cancel's answer is lost; before its retry gets the slot's lock, an
+/// admin deletes the slot (the cancelled hold no longer keeps it), and
+/// the hold goes with it. The retry finds nothing, and learns from the
+/// hold's event that the cancellation was its own: a change, not 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_whose_answer_is_lost_before_its_slot_is_deleted_is_still_a_change() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(1).await;
+    let proxy = Proxy::start().await;
+    let app = app_through(&db, &proxy, HoldRules::default());
+    let hold = held(&app, slot).await;
+    let admin = db.app();
+    warm(&admin).await;
+    let events = locks::EventsLock::take(&db).await;
+    let mut cancel = tokio::spawn({
+        let app = app.clone();
+        async move { app.booking.cancel(&CALLER, hold.id).await }
+    });
+    queued(&db, &mut cancel, 1).await;
+    let mut delete = tokio::spawn(async move { admin.slots.delete(slot).await });
+    queued(&db, &mut delete, 2).await;
+    proxy.lose_answers();
+    queued(&db, &mut cancel, 3).await;
+    events.release().await;
+    delete.await.unwrap().expect("the slot, without bookings, deleted");
+    let done = cancel.await.unwrap().expect("this request's cancellation");
+    assert!(done.changed);
+    assert_eq!(done.hold.status, shared::domain::HoldStatus::Cancelled);
+    let id = hold.id.0.to_string();
+    assert_eq!(db.events_of(&id, "hold.cancelled").await, 1);
     db.drop().await;
 }

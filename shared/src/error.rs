@@ -98,7 +98,9 @@ pub enum Error {
     #[error("the cursor is older than the event retention")]
     CursorExpired,
     /// The database cannot be reached, or a lock wait / deadlock outlived
-    /// the retries. Nothing was written; the request is safe to retry.
+    /// the retries, before any statement that may have committed was sent
+    /// (else [`Self::OutcomeUnknown`]): nothing was written; the request is
+    /// safe to retry.
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
     /// The connection died after the COMMIT of a change that its retry

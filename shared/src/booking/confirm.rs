@@ -30,7 +30,11 @@ impl Booking {
         let outcome = db::transact!(&self.pool, "confirm", deadline, |conn| {
             self.confirm_once(&mut conn, caller, hold_id, &mut written)
                 .await
-        });
+        })
+        .map_err(|err| written.unknown_if_sent(err));
+        let outcome = self
+            .gone_since(&written, EventType::HoldConfirmed, deadline, outcome)
+            .await;
         self.invalidate_unless_unchanged(&outcome).await;
         if let Ok(done) = &outcome
             && done.changed

@@ -31,6 +31,7 @@ impl Booking {
             self.extend_once(&mut conn, caller, hold_id, &mut written)
                 .await
         })
+        .map_err(|err| written.unknown_if_sent(err))
     }
 
     /// After [`super::LOCK_SLOT`], one statement with one `now` (later than
@@ -128,38 +129,22 @@ struct Locked {
 }
 
 /// Whether this request's earlier attempt extended the hold, its answer
-/// lost. Unchanged since, the hold says so itself (`Written::extended`).
-/// Changed again since (a later `updated_at`), the earlier attempt's fate
-/// is settled, since that later change took the slot's lock after it, and
-/// its `hold.extended` event, at the `updated_at` it wrote, tells. Only a
-/// retry after a lost connection ever gets past the first line.
+/// lost. Unchanged since, the hold says so itself; otherwise (changed
+/// again since, or not by that attempt) its `hold.extended` event tells,
+/// once that attempt's fate is settled: under the slot's lock, or on the
+/// plain path when a later change shows it (no event yet, before the
+/// lock, only means "not yet": the lock decides). Only a retry after a
+/// lost connection gets past the first line.
 async fn ours(
     conn: &mut MySqlConnection,
     written: &Written,
     found: &Hold,
 ) -> Result<Option<Hold>, Error> {
-    let Some(mine) = written.hold() else {
-        return Ok(None);
-    };
-    if let Some(done) = written.extended(found) {
+    if let Some(done) = written.unchanged(found) {
         return Ok(Some(done));
     }
-    if found.updated_at <= mine.updated_at {
-        return Ok(None); // not committed, or (before the lock) not yet
-    }
-    let seen: Option<i64> = sqlx::query_scalar(EXTENDED_EVENT)
-        .bind(found.client_id.0)
-        .bind(found.id.0)
-        .bind(mine.updated_at)
-        .fetch_optional(conn)
-        .await?;
-    Ok(seen.map(|_| mine.clone()))
+    written.announced(conn, EventType::HoldExtended).await
 }
-
-/// The extension's event, found by its owner's index (events have none of
-/// their own by hold); its `occurred_at` is the `updated_at` it wrote.
-const EXTENDED_EVENT: &str = "SELECT 1 FROM events WHERE client_id = ? AND hold_id = ? \
-     AND type = 'hold.extended' AND occurred_at = ? LIMIT 1";
 
 /// The refusals, in the required order: confirmed, cancelled (each
 /// final), then expired, which only a now from under the slot's lock may

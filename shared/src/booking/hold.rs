@@ -1,7 +1,7 @@
 //! Hold: claim `quantity` seats of a slot, all or nothing, for the hold TTL.
 
 use super::reclaim::reclaim_locked;
-use super::sql::{find_by_id, find_by_key};
+use super::sql::{find_by_id, find_by_key, lock_slot};
 use super::written::Written;
 use super::{Booking, HoldOutcome};
 use crate::clients::Caller;
@@ -43,7 +43,8 @@ impl Booking {
         let outcome = db::transact!(&self.pool, "hold", self.deadline(), |conn| {
             self.hold_once(&mut conn, client, wanted, key, &mut written)
                 .await
-        });
+        })
+        .map_err(|err| written.unknown_if_sent(err));
         if let Ok(done) = &outcome
             && done.created
         {
@@ -127,7 +128,18 @@ impl Booking {
         // cut short by a killed query comes back NULL. The locked path
         // below decides "no such slot" from the slot's row itself.
         if closed == Some(true) {
-            return Err(Error::SlotClosed(slot_id));
+            // "Started" is final, "the key is unused" is not: a hold with
+            // this key decided under the slot's lock before the start (this
+            // request's lost attempt, or the client's duplicate) may still
+            // be committing. The key is looked at again under that lock.
+            let mut tx = Tx::begin(conn).await?;
+            lock_slot(&mut tx, slot_id).await?;
+            let hold = find_by_key(&mut *tx, client, key).await?;
+            tx.rollback().await?;
+            return match hold {
+                Some(hold) => found(hold),
+                None => Err(Error::SlotClosed(slot_id)),
+            };
         }
         if bookable.is_some_and(|bookable| bookable < i64::from(quantity)) {
             return Err(Error::CapacityExhausted(slot_id));

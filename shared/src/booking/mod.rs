@@ -189,11 +189,44 @@ impl Booking {
     /// invalidation) all invalidate. A hold does not invalidate: the
     /// authoritative check is made at hold time, and a stream of holds
     /// must not keep the cache empty.
+    /// A retry that found the hold (or its slot) gone, after an attempt
+    /// that recorded its change and lost its answer: a slot deleted once
+    /// that change was done (a cancelled hold no longer keeps it) takes
+    /// the hold with it. Its event, which outlives both, tells whether the
+    /// change was this request's. The fate of the lost attempt is settled
+    /// by then: the deletion took the slot's lock after it.
+    async fn gone_since(
+        &self,
+        written: &written::Written,
+        kind: crate::events::EventType,
+        deadline: tokio::time::Instant,
+        outcome: Result<Transition, Error>,
+    ) -> Result<Transition, Error> {
+        if !matches!(
+            outcome,
+            Err(Error::HoldNotFound(_) | Error::SlotNotFound(_))
+        ) || written.hold().is_none()
+        {
+            return outcome;
+        }
+        let found = db::transact!(&self.pool, "hold gone", deadline, |conn| {
+            written.announced(&mut conn, kind).await
+        });
+        match found {
+            Ok(Some(hold)) => Ok(Transition {
+                hold,
+                changed: true,
+            }),
+            Ok(None) => outcome,
+            Err(err) => Err(written.unknown_if_sent(err)),
+        }
+    }
+
     async fn invalidate_unless_unchanged(&self, outcome: &Result<Transition, Error>) {
         let Some(cache) = &self.cache else { return };
         let may_have_changed = match outcome {
             Ok(done) => done.changed || changed_within(&done.hold, cache.stale_lifetime()),
-            Err(Error::Unavailable(_) | Error::Internal(_)) => true,
+            Err(Error::Unavailable(_) | Error::Internal(_) | Error::OutcomeUnknown(_)) => true,
             Err(_) => false,
         };
         if may_have_changed {

@@ -137,7 +137,10 @@ impl ClientAdmin {
             Error::Internal(sqlx::Error::Protocol(format!("no randomness: {err}")))
         })?;
         let hash = key.hash();
+        let mut sent = false;
         let id = db::transact!(&self.pool, "client create", deadline, |conn| {
+            // Autocommitted: from here a cut may leave it committed unseen.
+            sent = true;
             let inserted = sqlx::query(
                 "INSERT INTO api_clients (name, role, key_hash, rate_limit_per_second, created_at) \
                  VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))",
@@ -156,7 +159,8 @@ impl ClientAdmin {
                 // Autocommitted: run again, it would find its own name taken.
                 Err(err) => Err(db::unknown_if_lost(err)),
             }
-        })?;
+        })
+        .map_err(|err| db::unknown_if(sent, err))?;
         let mut client = self.find(id, deadline).await?;
         client.key = Some(key.expose().to_string());
         Ok(client)

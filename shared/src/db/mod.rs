@@ -217,6 +217,16 @@ pub fn unknown_if_lost(err: sqlx::Error) -> Error {
     }
 }
 
+/// The final error of an operation, given whether a statement that may
+/// have committed was sent (`sent`): then "unavailable, nothing written"
+/// is not known, and the answer is [`Error::OutcomeUnknown`].
+pub fn unknown_if(sent: bool, err: Error) -> Error {
+    match err {
+        Error::Unavailable(cause) if sent => Error::OutcomeUnknown(cause),
+        other => other,
+    }
+}
+
 /// True when the statement failed on a UNIQUE index (MySQL 1062).
 pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())

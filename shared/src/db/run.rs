@@ -23,9 +23,13 @@ pub const OPERATION_DEADLINE: Duration = Duration::from_secs(8);
 /// connection `conn`) on a connection of `pool`, again if InnoDB aborted
 /// it (deadlock) or the connection died under it, a bounded number of
 /// times; then the failure becomes [`Error::Unavailable`] (503, safe to
-/// retry). Every operation of the service is idempotent (a hold by its
-/// key, a confirm or cancel by the hold's state), so running one again
-/// after a connection died during COMMIT cannot apply it twice.
+/// retry). An attempt whose connection died may have committed unseen:
+/// running it again must not apply it twice, nor refuse what it did. Each
+/// operation either recognises its own committed change when run again
+/// (the booking operations) or is never run again once a statement that
+/// may commit was sent (slot and client administration), and answers
+/// `Error::OutcomeUnknown` when its final failure came after such a
+/// statement (docs/DESIGN.md, "Retried after an unseen COMMIT").
 ///
 /// Nothing runs past `deadline` (the request's: the function must answer
 /// before Lambda's timeout kills it, or API Gateway answers with its own

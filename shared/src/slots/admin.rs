@@ -61,9 +61,11 @@ impl Slots {
     /// invalidated after the commit.
     pub async fn create(&self, new: &[NewSlot]) -> Result<Vec<Slot>, Error> {
         let deadline = self.deadline_before_invalidation();
+        let mut sent = false;
         let outcome = db::transact!(&self.pool, "slots create", deadline, |conn| {
-            create_once(&mut conn, new).await
+            create_once(&mut conn, new, &mut sent).await
         })
+        .map_err(|err| db::unknown_if(sent, err))
         .and_then(super::committed);
         self.invalidate_after(&outcome).await;
         outcome
@@ -76,9 +78,11 @@ impl Slots {
     /// with the stored other one is refused under its field (422).
     pub async fn update(&self, id: SlotId, change: &SlotChange) -> Result<Slot, Error> {
         let deadline = self.deadline_before_invalidation();
+        let mut sent = false;
         let outcome = db::transact!(&self.pool, "slot update", deadline, |conn| {
-            update_once(&mut conn, id, change).await
+            update_once(&mut conn, id, change, &mut sent).await
         })
+        .map_err(|err| db::unknown_if(sent, err))
         .and_then(super::committed);
         self.invalidate_after(&outcome).await;
         outcome
@@ -89,9 +93,11 @@ impl Slots {
     /// 409 `slot_has_bookings`.
     pub async fn delete(&self, id: SlotId) -> Result<Slot, Error> {
         let deadline = self.deadline_before_invalidation();
+        let mut sent = false;
         let outcome = db::transact!(&self.pool, "slot delete", deadline, |conn| {
-            delete_once(&mut conn, id).await
+            delete_once(&mut conn, id, &mut sent).await
         })
+        .map_err(|err| db::unknown_if(sent, err))
         .and_then(super::committed);
         self.invalidate_after(&outcome).await;
         outcome
@@ -101,6 +107,7 @@ impl Slots {
 async fn create_once(
     conn: &mut MySqlConnection,
     new: &[NewSlot],
+    sent: &mut bool,
 ) -> Result<Committed<Vec<Slot>>, Error> {
     let mut tx = conn.begin().await?;
     let mut insert = QueryBuilder::<MySql>::new(
@@ -154,6 +161,7 @@ async fn create_once(
         )));
     }
     record_slots(&mut tx, EventType::SlotCreated, &slots).await?;
+    *sent = true; // from here a cut may leave it committed unseen
     Ok(tx.commit().await.map(|()| slots))
 }
 
@@ -161,6 +169,7 @@ async fn update_once(
     conn: &mut MySqlConnection,
     id: SlotId,
     change: &SlotChange,
+    sent: &mut bool,
 ) -> Result<Committed<Slot>, Error> {
     let mut tx = conn.begin().await?;
     // 1. The slot's row lock, first: no snapshot exists before it.
@@ -217,10 +226,15 @@ async fn update_once(
         .await?
         .ok_or(Error::SlotNotFound(id))?;
     record_slots(&mut tx, EventType::SlotUpdated, std::slice::from_ref(&slot)).await?;
+    *sent = true;
     Ok(tx.commit().await.map(|()| slot))
 }
 
-async fn delete_once(conn: &mut MySqlConnection, id: SlotId) -> Result<Committed<Slot>, Error> {
+async fn delete_once(
+    conn: &mut MySqlConnection,
+    id: SlotId,
+    sent: &mut bool,
+) -> Result<Committed<Slot>, Error> {
     let mut tx = conn.begin().await?;
     // 1. The slot's row lock, first, by the reclaim. A hold that claims a
     //    seat of this slot takes the same lock with its claim's UPDATE: it
@@ -254,6 +268,7 @@ async fn delete_once(conn: &mut MySqlConnection, id: SlotId) -> Result<Committed
         .bind(id.0)
         .execute(&mut *tx)
         .await?;
+    *sent = true;
     Ok(tx.commit().await.map(|()| slot))
 }
 

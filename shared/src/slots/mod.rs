@@ -91,7 +91,7 @@ impl Slots {
         let Some(cache) = &self.cache else { return };
         if matches!(
             outcome,
-            Ok(_) | Err(Error::Unavailable(_) | Error::Internal(_))
+            Ok(_) | Err(Error::Unavailable(_) | Error::Internal(_) | Error::OutcomeUnknown(_))
         ) {
             cache.invalidate().await;
         }
