@@ -55,6 +55,9 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
     }
     let recorder = Recorder::new();
     let shared = Shared::new(capacities.keys().copied().collect(), recorder.clone());
+    // A slot of its own for the epilogue, outside the workload's.
+    let epilogue = db.insert_slot(1).await.0;
+    capacities.insert(epilogue, 1);
     let proxy = Arc::new(Proxy::start().await);
     let apps: Vec<App> = (0..CALLERS)
         .map(|i| workload::app(&db, (i < THROUGH_PROXY).then_some(&*proxy), ttl, lifetime))
@@ -80,6 +83,7 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
     );
     let direct = workload::app(&db, None, ttl, lifetime);
     workload::replay_doubtful(&direct, CALLERS, &shared).await;
+    refusals_at_the_cap_and_after_expiry(&direct, &shared, epilogue, ttl, lifetime).await;
     let history = recorder.history();
     let report = check(&history, &capacities, Rules::new(ttl, lifetime));
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
@@ -120,6 +124,35 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
     }
     db.assert_invariants().await;
     db.drop().await;
+}
+
+/// Every refusal the run is judged on, made at least once whatever the
+/// dice said, and recorded with the rest: a hold on the epilogue's own
+/// slot, extended to its cap, extended again (refused at the cap), let
+/// expire, then confirmed and extended (both refused, expired).
+async fn refusals_at_the_cap_and_after_expiry(
+    app: &App,
+    shared: &Shared,
+    slot: u64,
+    ttl: Duration,
+    lifetime: Duration,
+) {
+    let client = usize::MAX;
+    let hold = Request::Hold {
+        slot,
+        key: new_key().to_string(),
+    };
+    let (status, body) = workload::call(app, &shared.rec, client, &hold).await;
+    assert_eq!(status, 201, "{body}");
+    let hold = body["id"].as_u64().expect("the hold's id");
+    // Past a quarter of the TTL, one extension reaches the cap.
+    tokio::time::sleep(ttl / 3).await;
+    for _ in 0..2 {
+        workload::call(app, &shared.rec, client, &Request::Extend { hold }).await;
+    }
+    tokio::time::sleep(lifetime.saturating_sub(ttl / 3) + Duration::from_millis(50)).await;
+    workload::call(app, &shared.rec, client, &Request::Confirm { hold }).await;
+    workload::call(app, &shared.rec, client, &Request::Extend { hold }).await;
 }
 
 /// Planted: an extension without its expiry check, which revives an
