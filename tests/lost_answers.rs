@@ -254,13 +254,19 @@ async fn a_hold_whose_answer_is_lost_as_its_slot_starts_answers_201_not_slot_clo
         async move { app.booking.hold(&CALLER, slot, 1, &key).await }
     });
     queued(&db, &mut hold, 1).await;
-    assert!(std::time::Instant::now() < starts, "decided before the start");
+    assert!(
+        std::time::Instant::now() < starts,
+        "decided before the start"
+    );
     tokio::time::sleep_until((starts + Duration::from_millis(100)).into()).await;
     proxy.lose_answers();
     // The retry, after the start, queues for the slot's lock to look again.
     queued(&db, &mut hold, 2).await;
     events.release().await;
-    let outcome = hold.await.unwrap().expect("the hold was made before the start");
+    let outcome = hold
+        .await
+        .unwrap()
+        .expect("the hold was made before the start");
     assert!(outcome.created, "this request's own hold: 201");
     let id = outcome.hold.id.0.to_string();
     assert_eq!(db.events_of(&id, "hold.created").await, 1);
@@ -323,7 +329,10 @@ async fn a_cancel_whose_answer_is_lost_before_its_slot_is_deleted_is_still_a_cha
     proxy.lose_answers();
     queued(&db, &mut cancel, 3).await;
     events.release().await;
-    delete.await.unwrap().expect("the slot, without bookings, deleted");
+    delete
+        .await
+        .unwrap()
+        .expect("the slot, without bookings, deleted");
     let done = cancel.await.unwrap().expect("this request's cancellation");
     assert!(done.changed);
     assert_eq!(done.hold.status, shared::domain::HoldStatus::Cancelled);
