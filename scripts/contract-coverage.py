@@ -117,8 +117,8 @@ def main():
                 covered_by_row += 1
             else:
                 missing.append(key)
-    # Methods a path does not have are API Gateway's `$default` route (a
-    # JSON 404, which tests/local.rs pins): schemathesis's coverage phase
+    # Methods a path does not have are API Gateway's `$default` route (405
+    # with `Allow`, which tests/local.rs pins): schemathesis's coverage phase
     # sends them, and they are no operation's answers.
     undocumented = sorted(
         key for key in seen if (key[0], key[1]) in answers and key[2] not in answers[(key[0], key[1])]

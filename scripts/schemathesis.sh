@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # schemathesis (openapi.yaml's schema-driven fuzzer) against a running API:
-# no 5xx, and every answer conforms to openapi.yaml (a documented status,
-# its content type, its headers and its body schema). It starts nothing:
-# `make contract` starts `make dev` for it on a database of its own.
+# no 5xx, every answer conforms to openapi.yaml (a documented status, its
+# content type, its headers and its body schema), a known path's other
+# methods answer 405 with `Allow`, and the stateful phase follows a hold's
+# links into each of its operations with the ids its answers gave. It starts
+# nothing: `make contract` starts `make dev` for it on a database of its own.
 #
 # Usage: scripts/schemathesis.sh BASE_URL ADMIN_KEY BOOKER_KEY
 #   SCHEMATHESIS_EXAMPLES (default 40) examples per operation and phase.
@@ -77,27 +79,32 @@ ensure_venv() {
 }
 ensure_venv
 
-# Only the checks of SPEC §13: no 5xx, and conformance. Not
-# `unsupported_method` (an undocumented method is API Gateway's `$default`
-# route here: 404, not 405) nor the negative/positive data checks (the
-# schema cannot say every rule, e.g. a batch's all-or-nothing or a time's
-# microsecond limit, so a conforming body may still be refused with a
-# documented 422).
+# The checks of SPEC §13: no 5xx, and conformance; and a known path's other
+# methods answered 405 with `Allow` (`unsupported_method`, SPEC §19.8; the
+# methods it sends are in scripts/schemathesis.toml). Not the
+# negative/positive data checks (the schema cannot say every rule, e.g. a
+# batch's all-or-nothing or a time's microsecond limit, so a conforming body
+# may still be refused with a documented 422).
 checks=not_a_server_error,status_code_conformance,content_type_conformance
 checks+=,response_headers_conformance,response_schema_conformance
+checks+=,unsupported_method
 
-# Every request and answer of each run, for the coverage check at the end.
+# Every request and answer of each run, for the checks at the end: run-N-
+# PHASE.har (`stateful` in the name for a stateful phase's run).
 REPORTS="${SCHEMATHESIS_REPORT_DIR:-$ROOT/target/contract-report}"
 rm -rf "$REPORTS"
 mkdir -p "$REPORTS"
 runs=0
 
+# st KEY PHASES [more options]: one run of the phases, as the client KEY.
 st() {
-    local key=$1
-    shift
+    local key=$1 phases=$2
+    shift 2
     runs=$((runs + 1))
-    "$VENV/bin/st" run "$ROOT/openapi.yaml" \
-        --report har --report-har-path "$REPORTS/run-$runs.har" \
+    "$VENV/bin/st" --config-file "$ROOT/scripts/schemathesis.toml" \
+        run "$ROOT/openapi.yaml" \
+        --phases "$phases" \
+        --report har --report-har-path "$REPORTS/run-$runs-${phases//,/-}.har" \
         --url "$base" \
         --header "Authorization: Bearer $key" \
         --generation-with-security-parameters false \
@@ -112,38 +119,56 @@ st() {
 }
 
 # The coverage phase sends valid and invalid inputs (every constraint of
-# the schema broken in turn); the fuzzing phase random valid ones, and the
-# stateful phase sequences along openapi.yaml's links (a slot from the
-# availability list held, then the hold confirmed, extended, cancelled),
-# which reach the 409s that need a real hold. Random
-# invalid bodies are left out: among them are bytes that are not UTF-8
-# under `Content-Type: application/json`, which `cargo lambda watch`
-# answers 500 itself before any function runs, where API Gateway passes
-# them on base64-encoded (docs/LOCAL.md; tests/local.rs pins both).
+# the schema broken in turn, every other method of each path); the fuzzing
+# phase random valid ones, and the stateful phase sequences along
+# openapi.yaml's links (a slot from the availability list or one just
+# created held, then the hold read, found by its key, extended, confirmed,
+# cancelled; a client created, then revoked), which reach the 409s that
+# need a real hold. Random invalid bodies are left out: among them are bytes
+# that are not UTF-8 under `Content-Type: application/json`, which `cargo
+# lambda watch` answers 500 itself before any function runs, where API
+# Gateway passes them on base64-encoded (docs/LOCAL.md; tests/local.rs pins
+# both).
 pass() {
     local name=$1 key=$2 random=$3
     shift 3
     echo "contract: $name" >&2
-    st "$key" --phases examples,coverage "$@" &&
-        st "$key" --phases "$random" --mode positive "$@"
+    st "$key" examples,coverage "$@" &&
+        for phase in ${random//,/ }; do
+            st "$key" "$phase" --mode positive "$@" || return 1
+        done
 }
 
 status=0
 # A key of the right form that no client has: every route answers 401
 # before it reads anything else (a few examples each are enough).
 echo "contract: every route with an unknown key" >&2
-st "sb_unknown_key_of_no_client_000000000000000" --phases fuzzing --mode positive --max-examples 3 || status=1
+st "sb_unknown_key_of_no_client_000000000000000" fuzzing --mode positive --max-examples 3 || status=1
 # A booker first: every admin route answers it 403.
 pass "every route as the dev booker" "$booker" fuzzing,stateful || status=1
+# The hold's whole life along the links, as its owner: with only these
+# operations to choose from, the stateful phase follows a hold into each of
+# its operations with the id and key its answer gave (checked below).
+echo "contract: a hold's life along the links as the dev booker" >&2
+st "$booker" stateful --mode positive \
+    --include-operation-id availability --include-operation-id getSlot \
+    --include-operation-id hold --include-operation-id getHold \
+    --include-operation-id findHold --include-operation-id extendHold \
+    --include-operation-id confirm --include-operation-id cancel || status=1
 # The admin on everything but revocation, which could revoke the very key
 # being used (another admin the fuzzer made lets the last_admin rule pass).
 pass "every route but DELETE /clients/{id} as the dev admin" "$admin" fuzzing,stateful \
     --exclude-operation-id revokeClient || status=1
-# Revocation last: after it, either key may be gone. No links lead from
-# it, so no stateful phase.
+# Revocation last: after it, either key may be gone. Its stateful phase
+# revokes the clients it creates, along the link.
 pass "DELETE /clients/{id} as the dev admin" "$admin" fuzzing \
     --include-operation-id revokeClient || status=1
+echo "contract: clients created then revoked along the link as the dev admin" >&2
+st "$admin" stateful --mode positive \
+    --include-operation-id createClient --include-operation-id revokeClient || status=1
 # Every documented answer reached, or explained in docs/CONTRACT.md.
 "$VENV/bin/python" "$ROOT/scripts/contract-coverage.py" "$ROOT/openapi.yaml" \
     "$ROOT/docs/CONTRACT.md" "$REPORTS"/run-*.har || status=1
+# The stateful runs followed holds into their operations with real ids.
+"$VENV/bin/python" "$ROOT/scripts/contract-stateful.py" "$REPORTS"/run-*stateful*.har || status=1
 exit "$status"
