@@ -4,6 +4,7 @@
 //! must answer the status and `reason` (and `id`) the README shows.
 
 use serde_json::Value;
+use slot_booking_tests::dev::dev_key;
 use slot_booking_tests::watch::{Watch, WatchOptions, cargo_run_env, workspace_root};
 use slot_booking_tests::*;
 
@@ -73,24 +74,17 @@ fn examples(readme: &str) -> Vec<Example> {
     examples
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_readme_example_answers_as_shown_on_a_fresh_make_dev_database() {
-    let root = workspace_root();
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
-    let examples = examples(&readme);
-    assert!(examples.len() >= 15, "{} examples found", examples.len());
-
-    let db = TestDb::new().await;
-    let keys = root.join(format!("target/{}.keys.env", db.name));
+/// `make db` (devdb) on `db`, its keys in `keys`; what it printed.
+fn devdb(db: &TestDb, keys: &std::path::Path) -> String {
     let mut devdb = std::process::Command::new("cargo");
     for (name, _) in cargo_run_env() {
         devdb.env_remove(name);
     }
     let ran = devdb
         .args(["run", "--quiet", "-p", "devdb"])
-        .current_dir(&root)
+        .current_dir(workspace_root())
         .env("DATABASE_URL", &db.url)
-        .env("DEV_KEYS_FILE", &keys)
+        .env("DEV_KEYS_FILE", keys)
         .output()
         .expect("devdb");
     let printed = String::from_utf8_lossy(&ran.stdout).to_string();
@@ -103,6 +97,59 @@ async fn every_readme_example_answers_as_shown_on_a_fresh_make_dev_database() {
         printed.contains("ADMIN_KEY=sb_") && printed.contains("BOOKER_KEY=sb_"),
         "{printed}"
     );
+    printed
+}
+
+/// The keys `make dev` prints always work: a dev client revoked (say by a
+/// fuzzer's `DELETE /clients/{id}`) or gone gets a fresh key at the next
+/// `make db`; a working key is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_or_missing_dev_client_gets_a_fresh_key_at_the_next_make_db() {
+    let db = TestDb::new().await;
+    let keys = workspace_root().join(format!("target/{}.keys.env", db.name));
+    let key_of = |variable: &str| dev_key(&keys, variable).expect("a key in the file");
+    devdb(&db, &keys);
+    let (admin, booker) = (key_of("ADMIN_KEY"), key_of("BOOKER_KEY"));
+    sqlx::query("UPDATE api_clients SET revoked_at = UTC_TIMESTAMP(6) WHERE name = 'dev-booker'")
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM api_clients WHERE name = 'dev-admin'")
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    devdb(&db, &keys);
+    let (admin_after, booker_after) = (key_of("ADMIN_KEY"), key_of("BOOKER_KEY"));
+    assert_ne!(booker_after, booker, "the revoked booker's key is replaced");
+    assert_ne!(admin_after, admin, "the missing admin's key is replaced");
+    for (name, key) in [("dev-admin", &admin_after), ("dev-booker", &booker_after)] {
+        let hash = shared::clients::ApiKey::parse(key).expect("a key").hash();
+        let works: Option<bool> = sqlx::query_scalar(
+            "SELECT key_hash = ? AND revoked_at IS NULL FROM api_clients WHERE name = ?",
+        )
+        .bind(hash.as_str())
+        .bind(name)
+        .fetch_optional(&db.admin)
+        .await
+        .unwrap();
+        assert_eq!(works, Some(true), "{name}'s new key works");
+    }
+    devdb(&db, &keys);
+    assert_eq!(key_of("BOOKER_KEY"), booker_after, "a working key is kept");
+    let _ = std::fs::remove_file(&keys);
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_readme_example_answers_as_shown_on_a_fresh_make_dev_database() {
+    let root = workspace_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let examples = examples(&readme);
+    assert!(examples.len() >= 15, "{} examples found", examples.len());
+
+    let db = TestDb::new().await;
+    let keys = root.join(format!("target/{}.keys.env", db.name));
+    devdb(&db, &keys);
 
     let watch = Watch::start(WatchOptions {
         database_url: &db.url,

@@ -19,8 +19,11 @@ pub fn file() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".dev-keys.env"))
 }
 
-/// Makes sure both clients exist with the file's keys (new keys when the
-/// file has none), writes the file and prints the keys.
+/// Makes sure both clients exist, active, with the file's keys, and writes
+/// the file and prints the keys. A file without a key, or with one its
+/// client no longer answers to (the client revoked, say by a fuzzer's
+/// `DELETE /clients/{id}`, or missing, or keyed otherwise), gets a new
+/// one: the keys printed always work.
 pub async fn ensure(pool: &MySqlPool) -> Result<(), Box<dyn std::error::Error>> {
     let path = file();
     let kept = std::fs::read_to_string(&path).unwrap_or_default();
@@ -32,11 +35,10 @@ pub async fn ensure(pool: &MySqlPool) -> Result<(), Box<dyn std::error::Error>> 
             .filter_map(|line| line.strip_prefix(variable)?.strip_prefix('='))
             .find_map(ApiKey::parse);
         let key = match key {
-            Some(key) => key,
-            None => ApiKey::generate()?,
+            Some(key) if works(pool, name, role, &key).await? => key,
+            _ => ApiKey::generate()?,
         };
-        // Re-keys the client if the database knew another key (a fresh
-        // database, or a deleted file): the file always works.
+        // A new key re-keys the client, which lifts a revocation.
         install_key(pool, name, role, &key).await?;
         lines.push(format!("{variable}={}", key.expose()));
     }
@@ -47,6 +49,19 @@ pub async fn ensure(pool: &MySqlPool) -> Result<(), Box<dyn std::error::Error>> 
         println!("devdb:   {line}");
     }
     Ok(())
+}
+
+/// Whether `name` is an active client with `role` whose key is `key`.
+async fn works(pool: &MySqlPool, name: &str, role: Role, key: &ApiKey) -> sqlx::Result<bool> {
+    let found: Option<bool> = sqlx::query_scalar(
+        "SELECT key_hash = ? AND role = ? AND revoked_at IS NULL FROM api_clients WHERE name = ?",
+    )
+    .bind(key.hash().as_str())
+    .bind(role.as_str())
+    .bind(name)
+    .fetch_optional(pool)
+    .await?;
+    Ok(found == Some(true))
 }
 
 /// Only the developer may read the keys.
