@@ -21,6 +21,7 @@ use tracing_subscriber::fmt::format::JsonFields;
 
 /// Installs the global subscriber once; later calls do nothing.
 pub fn init() {
+    one_at_a_time_is_no_news();
     let _ = tracing_subscriber::fmt()
         .fmt_fields(JsonFields::new())
         .event_format(format::Lines {
@@ -31,6 +32,25 @@ pub fn init() {
             std::env::var("RUST_LOG").ok().as_deref(),
         ))
         .try_init();
+}
+
+/// `cargo lambda watch` starts every function process with
+/// `AWS_LAMBDA_MAX_CONCURRENCY=1`, and lambda_runtime, whose
+/// `concurrency-tokio` feature this service leaves off (an execution
+/// environment serves one request at a time: `App`'s one connection),
+/// then warns at start that it runs sequentially: twenty false alarms per
+/// function under `make dev`. With `1`, sequentially is what the value
+/// asks for, and the variable is dropped before the runtime reads it; any
+/// other value (Lambda Managed Instances' real concurrency) is kept, and
+/// so is its warning.
+fn one_at_a_time_is_no_news() {
+    const VARIABLE: &str = "AWS_LAMBDA_MAX_CONCURRENCY";
+    if std::env::var(VARIABLE).is_ok_and(|value| value.trim() == "1") {
+        // SAFETY: the first act of a function's start-up (`init`), before
+        // its runtime loop and before it spawns anything; nothing else
+        // reads or writes the environment meanwhile.
+        unsafe { std::env::remove_var(VARIABLE) };
+    }
 }
 
 /// The runtime's loop ends only on an error: its API gone (never on
