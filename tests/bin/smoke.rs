@@ -382,7 +382,20 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
         }),
     )
     .await?;
-    Ok(steps + 1)
+    // A known path's other method: API Gateway's `$default` route too, 405
+    // with the path's methods (SPEC §19.8).
+    api.send(
+        Call::new(Method::PUT, "$default", "/slots/availability"),
+        405,
+        check(|a| {
+            ensure(
+                a.body["reason"] == "method_not_allowed" && a.header("allow") == Some("GET"),
+                "405 method_not_allowed with Allow: GET",
+            )
+        }),
+    )
+    .await?;
+    Ok(steps + 2)
 }
 
 /// Undoes what a failed run left: its holds cancelled, its slot deleted,
