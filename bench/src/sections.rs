@@ -166,8 +166,7 @@ fn feed(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
 fn revision(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
     let mut md = String::new();
     let w = &mut md;
-    let _ = writeln!(w, "## What issue 28 costs the hot slot
-");
+    let _ = writeln!(w, "## What issue 28 costs the hot slot\n");
     let _ = writeln!(w, "{}", measured_at("revision", meta, full));
     let _ = writeln!(
         w,
@@ -183,7 +182,9 @@ fn revision(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String
         w,
         rows,
         &["revision."],
-        targets.iter().filter(|t| t.target.contains("before issue 28")),
+        targets
+            .iter()
+            .filter(|t| t.target.contains("before issue 28")),
     );
     md
 }
