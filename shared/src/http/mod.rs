@@ -228,7 +228,10 @@ pub fn error_response(err: &Error) -> Response<Body> {
     let mut response = json(status, &err.to_body());
     let headers = response.headers_mut();
     match err {
-        Error::Unavailable(_) => {
+        // Every 503 says when the service may serve again; one whose
+        // change may have been made says also, in its message, to read
+        // before sending the change again.
+        Error::Unavailable(_) | Error::OutcomeUnknown(_) => {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         Error::RateLimited { retry_after } => {
