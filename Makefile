@@ -26,7 +26,7 @@ SOAK_MINUTES ?= 30
 # when it is not installed; its directory must stay first on PATH.
 WITH_CARGO_LAMBDA = PATH="$$(scripts/ensure-cargo-lambda.sh):$$PATH"
 
-.PHONY: help dev db soak soak-short contract deny test check lint unit validate build sam-build sam-local sam-local-test smoke scenarios bench bench-scale deploy clean
+.PHONY: help dev db soak soak-short contract deny test check lint unit validate build sam-build sam-local sam-local-test test-bare smoke scenarios bench bench-scale deploy clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -94,6 +94,9 @@ sam-local: ## the template under `sam local start-api` on http://127.0.0.1:3000:
 
 sam-local-test: ## `make sam-local` in the background, `make smoke` and the seed's scenarios through it, then all stopped
 	bash scripts/sam-local-test.sh
+
+test-bare: ## `make dev`'s set-up on a bare Debian root (debootstrap): services.sh installs and starts MariaDB and Redis, clients reach both over TCP; root or sudo, downloads packages, not in `make test`
+	bash scripts/test-bare.sh
 
 smoke: ## every route once against API_URL with an admin API_KEY (a deployed stack, make dev, make sam-local); removes what it made
 	@if [ -z "$(API_URL)" ] || [ -z "$(API_KEY)" ]; then \

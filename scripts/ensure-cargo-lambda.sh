@@ -28,6 +28,9 @@ venv="$repo_root/.venv-tools"
 bin_dir="$venv/bin"
 
 log() { printf 'ensure-cargo-lambda: %s\n' "$*" >&2; }
+say() { log "$@"; }
+# shellcheck source=scripts/install-lib.sh
+. "$script_dir/install-lib.sh"
 
 # 1. Already on PATH: do nothing.
 if existing="$(command -v cargo-lambda 2>/dev/null)" && [ -n "$existing" ]; then
@@ -53,9 +56,10 @@ if installed_ok; then
 fi
 
 # 3. Install (serialised with a lock so parallel callers don't race).
+# Python and its venv module by the rule of install-lib.sh: installed from
+# Debian's packages where apt-get is there, else named.
 if ! command -v python3 >/dev/null 2>&1; then
-    log "python3 not found; install Python 3 (with the venv module) first"
-    exit 1
+    provide "Python 3" "python3 python3-venv" python3 python || exit 2
 fi
 
 mkdir -p "$venv"
@@ -73,9 +77,10 @@ fi
 if [ ! -x "$bin_dir/python3" ] || ! "$bin_dir/python3" -c 'import sys' >/dev/null 2>&1; then
     log "creating venv in $venv"
     # --clear: repair a half-created or stale venv (the lock file survives).
-    if ! python3 -m venv --clear "$venv" >&2; then
-        log "python3 -m venv failed (on Debian: apt-get install python3-venv)"
-        exit 1
+    if ! python3 -m venv --clear "$venv" >/dev/null 2>&1; then
+        # Debian ships venv's pip apart, in python3-venv.
+        provide "Python's venv module" python3-venv python3 python || exit 2
+        python3 -m venv --clear "$venv" >&2 || { log "python3 -m venv failed"; exit 1; }
     fi
 fi
 

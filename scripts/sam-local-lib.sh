@@ -3,26 +3,19 @@
 # and die come from there). Every process started here writes its pid to
 # $STATE, so that stop_all (and `sam-local.sh --stop`) stops only those.
 
-# May this script install a missing Debian package? Only as root with apt,
-# and only when asked to (SAM_LOCAL_INSTALL=1) or in CI.
-may_install() {
-    [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null &&
-        [[ "${SAM_LOCAL_INSTALL:-}" == 1 || "${CI:-}" == true ]]
-}
+# shellcheck source=scripts/install-lib.sh
+. "$ROOT/scripts/install-lib.sh"
+say() { log "$@"; }
 
 # `need COMMAND PACKAGE`: COMMAND on PATH (or in an sbin), else PACKAGE
-# installed when allowed, else the exact command to run and exit 2.
+# installed by install-lib.sh's rule (apt-get, as root or through sudo),
+# else the exact command to run and exit 2.
 need() {
     local command=$1 package=$2
     PATH="$PATH:/usr/sbin:/sbin" command -v "$command" >/dev/null && return 0
-    if may_install; then
-        log "installing $package (apt-get install -y $package)"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$package" >&2 ||
-            { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$package" >&2; }
-        return 0
-    fi
-    die 2 "$command is missing: install it with \`sudo apt-get install -y $package\` (Debian/Ubuntu),
-           or run \`SAM_LOCAL_INSTALL=1 make sam-local\` as root to let this script do it"
+    say "$command is missing"
+    if can_install && install_packages "$package"; then return 0; fi
+    die 2 "install it with \`sudo apt-get install -y $package\` (Debian/Ubuntu)"
 }
 
 # 1. A Docker engine that answers `docker info`.

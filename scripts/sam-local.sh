@@ -5,9 +5,9 @@
 #
 #   1. a Docker engine: `docker info`, else dockerd started here (vfs
 #      storage, log in .aws-sam/local/dockerd.log), else installed from
-#      Debian's docker.io when allowed (root, apt, SAM_LOCAL_INSTALL=1 or
-#      CI=true); otherwise it says what to install and exits 2. The same
-#      for socat (and debootstrap, below);
+#      Debian's docker.io where apt-get is there (as root, else through
+#      sudo: scripts/install-lib.sh), saying so; otherwise it says what to
+#      install and exits 2. The same for socat (and debootstrap, below);
 #   2. the database migrated and the dev keys made, as `make dev` does
 #      (tools/devdb, DATABASE_URL, keys in DEV_KEYS_FILE);
 #   3. the functions built for this host's architecture (template parameter

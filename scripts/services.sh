@@ -5,12 +5,17 @@
 #   - listening: nothing to do;
 #   - on this machine (127.0.0.1 / localhost), installed but stopped:
 #     started, then waited for;
-#   - not installed: says exactly what to install, exit 2;
+#   - not installed: installed from Debian's packages where apt-get is
+#     there (as root, else through sudo: scripts/install-lib.sh), then
+#     started; elsewhere, says exactly what to install, exit 2;
 #   - elsewhere, or not startable from here: says so, exit 1.
 #
-# A port that accepts a TCP connection counts as up, so no client program is
-# needed. Redis is started with nothing kept on disk (the cache is rebuilt
-# from the database); MariaDB with its packaged configuration and data.
+# A port that accepts a TCP connection counts as up. Redis is started with
+# nothing kept on disk (the cache is rebuilt from the database); MariaDB with
+# its packaged configuration and data. A local MariaDB that refuses the URL's
+# user over TCP (a fresh Debian one lets root in through its socket only)
+# gets it, through the socket as root (ensure_tcp_user says how). Each step
+# is one line on stderr.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -18,6 +23,8 @@ DATABASE_URL="${DATABASE_URL:-mysql://root@127.0.0.1:3306/slot_booking}"
 REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
 
 say() { printf 'services: %s\n' "$*" >&2; }
+# shellcheck source=scripts/install-lib.sh
+. "$ROOT/scripts/install-lib.sh"
 
 # host and port of a URL (scheme://[user[:password]@]host[:port][/...]).
 endpoint() { # url default_port
@@ -42,45 +49,40 @@ wait_listening() { # name host port seconds
 
 local_host() { [[ "$1" == 127.0.0.1 || "$1" == localhost || "$1" == ::1 ]]; }
 
-# What to install, for the package managers a developer is likely to have.
-install_hint() { # debian-package fedora-package brew-formula
-    if command -v apt-get >/dev/null 2>&1; then
-        say "install it with: sudo apt-get install -y $1"
-    elif command -v dnf >/dev/null 2>&1; then
-        say "install it with: sudo dnf install -y $2"
-    elif command -v brew >/dev/null 2>&1; then
-        say "install it with: brew install $3 && brew services start $3"
-    else
-        say "install it from your system's packages: $1 (Debian names)"
-    fi
-}
-
-as_root() { [[ "$(id -u)" == 0 ]]; }
-
-start_mariadb() { # port
+mariadb_server() {
     local server
     server=$(command -v mariadbd || command -v mysqld || true)
     for candidate in /usr/sbin/mariadbd /usr/sbin/mysqld; do
         [[ -z "$server" && -x "$candidate" ]] && server=$candidate
     done
+    printf '%s\n' "$server"
+}
+
+start_mariadb() { # port
+    local server
+    server=$(mariadb_server)
     if [[ -z "$server" ]]; then
-        say "MariaDB (or MySQL) is not installed"
-        install_hint mariadb-server mariadb-server mariadb
-        return 2
+        provide "MariaDB (or MySQL)" mariadb-server mariadb-server mariadb || return
+        server=$(mariadb_server)
+        # Its package may have started it (systemd); else it is started below.
+        if listening 127.0.0.1 "$1"; then say "MariaDB is up on 127.0.0.1:$1"; return 0; fi
     fi
     if [[ "$1" != 3306 ]]; then
         say "no database on port $1; start yours there or point DATABASE_URL at it"
         return 1
     fi
     say "starting MariaDB ($server)"
-    if as_root && command -v start-stop-daemon >/dev/null 2>&1; then
+    if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1 &&
+        { [[ "$(id -u)" == 0 ]] || command -v sudo >/dev/null 2>&1; }; then
+        as_root systemctl start mariadb
+    elif command -v start-stop-daemon >/dev/null 2>&1 &&
+        { [[ "$(id -u)" == 0 ]] || command -v sudo >/dev/null 2>&1; }; then
         # As root, mariadbd exits silently unless it runs as the mysql user.
-        mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld
-        start-stop-daemon --start --oknodo --background --chuid mysql --exec "$server"
+        as_root mkdir -p /run/mysqld
+        as_root chown mysql:mysql /run/mysqld
+        as_root start-stop-daemon --start --oknodo --background --chuid mysql --exec "$server"
     elif command -v brew >/dev/null 2>&1; then
         brew services start mariadb >&2
-    elif command -v systemctl >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        sudo -n systemctl start mariadb
     else
         say "MariaDB is installed but stopped, and this user cannot start it:"
         say "run: sudo systemctl start mariadb   (or: sudo service mariadb start)"
@@ -89,11 +91,74 @@ start_mariadb() { # port
     wait_listening MariaDB 127.0.0.1 "$1" 60
 }
 
+# The URL's user, password and database, percent-decoded.
+decoded() { printf '%b' "${1//%/\\x}"; }
+credentials() { # url -> user password
+    local rest=${1#*://}
+    rest=${rest%%/*}
+    [[ "$rest" == *@* ]] || { echo "root "; return; }
+    local userinfo=${rest%@*}
+    local user=${userinfo%%:*} password=""
+    [[ "$userinfo" == *:* ]] && password=${userinfo#*:}
+    printf '%s %s\n' "$(decoded "$user")" "$(decoded "$password")"
+}
+
+sql_string() { local s=${1//\\/\\\\}; printf "'%s'" "${s//\'/\'\'}"; }
+
+# A local MariaDB that refuses the URL's user over TCP gets it, through the
+# socket as root, as a development machine wants it:
+#   - the user exists at localhost with socket access only (a fresh Debian
+#     root): the URL's password is added as an alternative, the socket kept
+#     (a TCP connection from 127.0.0.1 resolves to localhost, so an account
+#     at 127.0.0.1 beside it would never be chosen);
+#   - no such user: created at localhost and 127.0.0.1, every privilege
+#     (the tests create and drop databases and grant);
+#   - anything else (a password of its own): left as it is, and said.
+ensure_tcp_user() { # url host port
+    local client user password
+    client=$(command -v mariadb || command -v mysql || true)
+    [[ -n "$client" ]] || return 0 # nothing to check with; devdb will tell
+    read -r user password <<<"$(credentials "$1")"
+    tcp_login() { MYSQL_PWD="$password" "$client" --protocol=tcp -h "$2" -P "$3" -u "$user" -N -e 'SELECT 1' 2>&1; }
+    local answer
+    answer=$(tcp_login "$@") && return 0
+    if [[ "$answer" != *"(28000)"* ]]; then
+        say "MariaDB answers on $2:$3 but not to $user: $answer"
+        return 1
+    fi
+    if [[ "$(id -u)" != 0 ]] && ! command -v sudo >/dev/null 2>&1; then
+        say "MariaDB refuses $user over TCP; as its administrator, let $user in from 127.0.0.1"
+        return 1
+    fi
+    local name pass existing
+    name=$(sql_string "$user") pass=$(sql_string "$password")
+    existing=$(as_root "$client" -u root -N -e "SHOW CREATE USER $name@'localhost'" 2>/dev/null || true)
+    if [[ -z "$existing" ]]; then
+        say "MariaDB has no user $user: creating $user@localhost and $user@127.0.0.1, through the socket as root"
+        as_root "$client" -u root -e "
+            CREATE USER IF NOT EXISTS $name@'localhost' IDENTIFIED BY $pass;
+            CREATE USER IF NOT EXISTS $name@'127.0.0.1' IDENTIFIED BY $pass;
+            GRANT ALL PRIVILEGES ON *.* TO $name@'localhost' WITH GRANT OPTION;
+            GRANT ALL PRIVILEGES ON *.* TO $name@'127.0.0.1' WITH GRANT OPTION" >&2 || return 1
+    elif [[ "$existing" == *unix_socket* ]]; then
+        say "MariaDB lets $user in through its socket only: adding the URL's password over TCP, socket kept (through the socket as root)"
+        # The password first: a client's handshake starts with the first
+        # method, and sqlx answers a switch to it with a scramble even for
+        # an empty password, which the server then refuses.
+        as_root "$client" -u root -e "ALTER USER $name@'localhost'
+            IDENTIFIED VIA mysql_native_password USING PASSWORD($pass) OR unix_socket" >&2 || return 1
+    fi
+    if ! answer=$(tcp_login "$@"); then
+        say "MariaDB still refuses $user over TCP ($answer): its account has a password of its own; fix it or set DATABASE_URL"
+        return 1
+    fi
+    say "MariaDB lets $user in over TCP on $2:$3"
+}
+
 start_redis() { # port
     if ! command -v redis-server >/dev/null 2>&1; then
-        say "Redis is not installed"
-        install_hint redis-server redis redis
-        return 2
+        provide Redis redis-server redis redis || return
+        if listening 127.0.0.1 "$1"; then say "Redis is up on 127.0.0.1:$1"; return 0; fi
     fi
     say "starting Redis on 127.0.0.1:$1 (nothing kept on disk)"
     local dir="$ROOT/target/redis"
@@ -115,6 +180,13 @@ ensure() { # name url default_port starter
 }
 
 status=0
-ensure MariaDB "$DATABASE_URL" 3306 start_mariadb || status=$?
+if ensure MariaDB "$DATABASE_URL" 3306 start_mariadb; then
+    read -r db_host db_port <<<"$(endpoint "$DATABASE_URL" 3306)"
+    if local_host "$db_host" && [[ -n "$(mariadb_server)" ]]; then
+        ensure_tcp_user "$DATABASE_URL" "$db_host" "$db_port" || status=$?
+    fi
+else
+    status=$?
+fi
 ensure Redis "$REDIS_URL" 6379 start_redis || status=$?
 exit "$status"
