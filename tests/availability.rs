@@ -312,6 +312,53 @@ async fn a_cursor_is_bound_to_its_filters_and_must_be_one_the_server_issued() {
     db.drop().await;
 }
 
+/// A cursor whose checksum holds but whose values the server never issues
+/// (the checksum has no secret: anyone can compute it) is a 422, never a
+/// 500 from a value the database cannot hold.
+#[tokio::test]
+async fn a_forged_cursor_with_a_valid_checksum_is_422_or_an_ordinary_page() {
+    use shared::slots::cursor::{Cursor, Filters};
+    let db = TestDb::new().await;
+    let app = db.app();
+    slot_at(&db, 24, 1, 1).await;
+    let instant = |micros| chrono::DateTime::from_timestamp_micros(micros).unwrap();
+    let year = |y: i32| {
+        chrono::NaiveDate::from_ymd_opt(y, 1, 1)
+            .unwrap()
+            .and_time(chrono::NaiveTime::MIN)
+            .and_utc()
+    };
+    let forged = |after, now| {
+        Cursor {
+            after: shared::domain::SlotId(after),
+            now,
+        }
+        .encode(&Filters::default())
+    };
+    for now in [
+        year(-1),
+        year(999),
+        year(10_000),
+        instant(i64::MAX / 2),
+        year(-200_000),
+    ] {
+        let answer = get(&app, &format!("cursor={}", forged(1, Some(now)))).await;
+        assert_eq!(answer.status, 422, "now {now}: {}", answer.json());
+        assert_eq!(answer.error_fields(), ["cursor"], "now {now}");
+    }
+    // In range, however odd: an ordinary page.
+    for (after, now) in [(u64::MAX, year(2026)), (0, year(1000)), (1, year(9999))] {
+        let answer = get(&app, &format!("cursor={}", forged(after, Some(now)))).await;
+        assert_eq!(
+            answer.status,
+            200,
+            "after {after}, now {now}: {}",
+            answer.json()
+        );
+    }
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn a_walk_without_from_keeps_the_first_pages_now() {
     let db = TestDb::new().await;

@@ -310,6 +310,9 @@ async fn next_is_always_there_a_foreign_cursor_is_422_and_one_behind_retention_4
     for query in [
         "after=garbage".to_string(),
         format!("after={}", EventCursor { after: 4 }.encode()), // never reached
+        // Forged with a valid checksum, at the edges of the column's range.
+        format!("after={}", EventCursor { after: u64::MAX }.encode()),
+        format!("after={}", EventCursor { after: 1 << 63 }.encode()),
         "limit=0".to_string(),
         "limit=501".to_string(),
         "from=1".to_string(),

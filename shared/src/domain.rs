@@ -243,10 +243,17 @@ pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, &'static str> {
         return Err("must not be a leap second");
     }
     let utc = parsed.with_timezone(&Utc);
-    if !(1000..=9999).contains(&chrono::Datelike::year(&utc)) {
+    if !storable(&utc) {
         return Err("must fall in the years 1000 to 9999 (UTC)");
     }
     Ok(utc)
+}
+
+/// Whether the database can hold `at`: a `DATETIME`'s UTC years 1000 to
+/// 9999. Every instant that reaches a statement has passed here, the ones
+/// a cursor carries back included (sqlx's encoder fails on the others).
+pub fn storable(at: &DateTime<Utc>) -> bool {
+    (1000..=9999).contains(&chrono::Datelike::year(at))
 }
 
 /// `2026-11-30T10:05:00.123456Z`: UTC, microseconds, as stored.

@@ -17,9 +17,11 @@
 //! there is no secret, so a client could forge a cursor, but a forged
 //! cursor grants nothing the client cannot already ask for with filters.
 //! Its job is to refuse (422 `cursor`) anything the server never issued:
-//! a truncated, mistyped or altered cursor, or one of another version.
+//! a truncated, mistyped or altered cursor, or one of another version; and
+//! since anyone can compute the tag, a `now` the database cannot hold is
+//! refused too (SPEC §16: a forged cursor is a 422, never a 500).
 
-use crate::domain::SlotId;
+use crate::domain::{SlotId, storable};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
@@ -113,7 +115,13 @@ impl Cursor {
             return Err(CursorError::OtherFilters);
         }
         let now = match flags {
-            HAS_NOW => Some(DateTime::from_timestamp_micros(micros).ok_or(CursorError::Unknown)?),
+            // The checksum has no secret: a value the server never issues
+            // is refused here, not by the database's date encoder (a 500).
+            HAS_NOW => Some(
+                DateTime::from_timestamp_micros(micros)
+                    .filter(storable)
+                    .ok_or(CursorError::Unknown)?,
+            ),
             0 => None,
             _ => return Err(CursorError::Unknown),
         };
