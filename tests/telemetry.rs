@@ -346,6 +346,7 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
         assert!(documented.insert(id), "two documents for {id}");
     }
     let retried = log.matches("retrying transaction").count() as u64;
+    let owner_late = log.matches("owner did not deliver in time").count() as u64;
     let cache = |status: &str| run.x_cache.get(status).copied().unwrap_or(0);
     let expected: BTreeMap<String, u64> = [
         ("HoldsCreated", 2),
@@ -358,6 +359,7 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
         ("CacheStale", cache("stale")),
         ("CacheMiss", cache("miss")),
         ("CacheBypass", cache("bypass")),
+        ("CacheOwnerLate", owner_late),
         ("RateLimited", rate_limited),
         ("Retries", retried),
         ("CounterRepairs", 1),

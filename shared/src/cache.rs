@@ -43,8 +43,8 @@ pub use limit::{Admission, Limit};
 use link::Link;
 pub use stored::Keys;
 use stored::{
-    MissReply, RELEASE, STALE_FACTOR, STORE_AND_RELEASE, decode, encode, invalidation, millis,
-    now_ms,
+    MissReply, RELEASE, STALE_FACTOR, STORE_AND_RELEASE, bypass, decode, encode, invalidation,
+    millis, now_ms,
 };
 
 /// How a response was served, for the `X-Cache` header.
@@ -349,7 +349,10 @@ impl AvailabilityCache {
                 None => return bypass(compute().await?),
             }
         }
-        tracing::warn!("availability cache: owner did not deliver in time, reading the database");
+        // Routine under a burst (the owner is slow, not gone) and answered
+        // from the database: a count, not a warning.
+        crate::telemetry::count(crate::telemetry::Metric::CacheOwnerLate, 1);
+        tracing::info!("availability cache: owner did not deliver in time, reading the database");
         Ok(Served {
             page: compute().await?,
             status: CacheStatus::Miss,
@@ -406,12 +409,4 @@ impl AvailabilityCache {
             .exec("lock release", async |c| invocation.invoke_async(c).await)
             .await;
     }
-}
-
-fn bypass(page: Page) -> Result<Served, Error> {
-    Ok(Served {
-        page,
-        status: CacheStatus::Bypass,
-        age: Duration::ZERO,
-    })
 }

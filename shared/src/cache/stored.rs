@@ -101,6 +101,15 @@ pub(super) fn encode(page: &Page, stored_at: u64) -> Vec<u8> {
     value
 }
 
+/// A page read from the database because the cache could not be used.
+pub(super) fn bypass(page: Page) -> Result<Served, crate::error::Error> {
+    Ok(Served {
+        page,
+        status: CacheStatus::Bypass,
+        age: Duration::ZERO,
+    })
+}
+
 /// The page in a stored value, and its age; anything else is garbage and
 /// counts as a miss.
 pub(super) fn decode(value: Option<Vec<u8>>, status: CacheStatus) -> Option<Served> {
