@@ -131,7 +131,10 @@ impl Run {
         if !again {
             return Err(Error::from(err));
         }
-        tracing::warn!(operation = self.operation, attempt = self.tries, ?failure, error = %err, "retrying transaction");
+        // Deadlocks and lock waits are routine under contention and handled
+        // here: counted (`Retries`, its alarm) and told at INFO. The 503 once
+        // retries run out is the ERROR.
+        tracing::info!(operation = self.operation, attempt = self.tries, ?failure, error = %err, "retrying transaction");
         crate::telemetry::count(crate::telemetry::Metric::Retries, 1);
         // Spread competitors apart so they do not collide again in step.
         let jitter = rand::random_range(0..10u64);
