@@ -206,7 +206,10 @@ impl AvailabilityCache {
                 None,
             ),
             None => {
-                warn_unchecked();
+                // A lone failed command is a blip; a cache still failing is down.
+                if self.link.failing() {
+                    warn_unchecked();
+                }
                 (Admission::Unchecked, None)
             }
         }
