@@ -23,8 +23,16 @@ watch=$!
 sweeper() {
     # Invocations go through the emulator, as EventBridge Scheduler's go
     # through Lambda: an instance of `sweep` started by cargo lambda watch.
-    until scripts/wait-http.sh "http://127.0.0.1:$port/" 5 2>/dev/null; do
+    # Ready when `/` is answered (by `not-found`, the `$default` route):
+    # one request that waits however long the first build takes. A probe
+    # that gave up would leave its invocation queued in the emulator; the
+    # instance that later answers it finds no one waiting, the emulator
+    # answers its POST …/response 500 and lambda_runtime logs it at ERROR
+    # (docs/LOCAL.md). Only a refused connection (not listening yet) is
+    # tried again.
+    until curl --silent --output /dev/null --connect-timeout 2 "http://127.0.0.1:$port/" 2>/dev/null; do
         kill -0 "$watch" 2>/dev/null || return 0
+        sleep 0.5
     done
     # The keys again, now that the server's start-up lines are past.
     if [ -r "${DEV_KEYS_FILE:-.dev-keys.env}" ]; then
