@@ -1,9 +1,10 @@
 //! `make soak`: runs `make dev` (on a free loopback port, with its own
 //! database) under bursts of mixed traffic separated by idle gaps longer
 //! than any emulator time-out that used to exist, then prints one summary
-//! line. It fails on any panic in the server's output, any request left
-//! unanswered, any answer the API does not document, a sweeper that did not
-//! run every minute, or a broken invariant.
+//! line. It fails on any panic in the server's output, any line at WARN or
+//! above while it served, any request left unanswered, any answer the API
+//! does not document, a sweeper that did not run every minute, or a broken
+//! invariant.
 //!
 //! SOAK_MINUTES (default 30) is the length of the run; SOAK_GAP_SECS
 //! (default 40) the idle gap; SOAK_BURST (default 300) requests per burst.
@@ -107,11 +108,18 @@ async fn main() {
     let ok = tally.unanswered == 0
         && tally.wrong == 0
         && server.panics == 0
+        && server.alarms.is_empty()
         && server.sweep_failures == 0
         && server.sweeps >= sweeps_due.max(1);
     println!("{}", summary(&tally, &server, bursts, gap, elapsed, ok));
     for example in &tally.examples {
         eprintln!("soak: {example}");
+    }
+    if !server.alarms.is_empty() {
+        eprintln!(
+            "soak: {} lines at WARN or above while serving (a healthy make dev prints none); the first:",
+            server.alarms.len()
+        );
     }
     for line in server.alarms.iter().take(5) {
         eprintln!("soak: logged while serving: {line}");
@@ -125,12 +133,12 @@ async fn main() {
 /// What the server's output says.
 struct Server {
     panics: usize,
-    /// Lines at WARN or above while it served, reported with the first
-    /// few: a healthy `make dev` should print none (a newcomer reads a
-    /// warning as something wrong). Not yet a failure: under bursts on two
-    /// cores the availability cache's waiters give up on a late owner
-    /// (WARN), and `cargo lambda watch`'s Runtime API answers an instance
-    /// 500 now and then (lambda_runtime logs ERROR).
+    /// Lines at WARN or above while it served, from the functions, the
+    /// runtime client or the emulator: a healthy `make dev` prints none (a
+    /// newcomer reads a warning as something wrong), so any one fails the
+    /// soak, reported with the first few. What happens routinely under a
+    /// burst and is handled (a late cache owner, a retried deadlock) is
+    /// INFO and a metric; the shutdown's lines come after and are not read.
     alarms: Vec<String>,
     sweeps: u64,
     sweep_failures: usize,
