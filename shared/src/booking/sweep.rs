@@ -117,8 +117,12 @@ impl Booking {
             }
         }
         let mut report = SweepReport::default();
+        // No statement starts with less than the margin left (`db::limit`).
+        let usable = deadline
+            .checked_sub(db::STATEMENT_MARGIN)
+            .unwrap_or(deadline);
         for slot in slots {
-            if Instant::now() >= deadline {
+            if Instant::now() >= usable {
                 report.out_of_time = true;
                 break;
             }
@@ -135,14 +139,14 @@ impl Booking {
                 Ok(None) => {} // deleted meanwhile
                 Err(err) => {
                     report.failed += 1;
-                    report.out_of_time = Instant::now() >= deadline;
+                    report.out_of_time = Instant::now() >= usable;
                     tracing::warn!(slot_id = slot, error = %err, "sweep skipped a slot");
                 }
             }
         }
         // The feed: number what committed unseen by any poll (so the
         // publisher's schedule finds it too), then retention.
-        if Instant::now() < deadline {
+        if Instant::now() < usable {
             match self.sweep_events(deadline).await {
                 Ok((sequenced, purged)) => {
                     report.events_sequenced = sequenced;

@@ -142,7 +142,7 @@ fn pool_options(max_connections: u32) -> MySqlPoolOptions {
                 for statement in SESSION_SETUP {
                     conn.execute(statement).await?;
                 }
-                Ok(())
+                limit::start(conn).await
             })
         })
 }
@@ -178,8 +178,9 @@ pub fn classify(err: &sqlx::Error) -> Failure {
                 // gone away, lost during query, shutting down.
                 1927 | 1317 | 2006 | 2013 | 1053 | 4031 => Failure::ConnectionLost,
                 // Lock wait timeout, too many connections, access denied,
-                // server out of resources.
-                1205 | 1040 | 1203 | 1045 | 1041 => Failure::Unavailable,
+                // server out of resources; a statement stopped by its time
+                // limit (MariaDB 1969, MySQL 3024: `limit.rs`).
+                1205 | 1040 | 1203 | 1045 | 1041 | 1969 | 3024 => Failure::Unavailable,
                 _ => Failure::Other,
             },
             None => Failure::Other,
@@ -235,9 +236,11 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
 pub(crate) mod counter;
 #[macro_use]
 mod deadline;
+mod limit;
 mod run;
 mod tx;
 pub use deadline::{DEFAULT_BUDGET, Deadline};
+pub use limit::{CEILING as STATEMENT_CEILING, MARGIN as STATEMENT_MARGIN};
 pub(crate) use run::transact;
 pub use run::{OPERATION_DEADLINE, Run, within};
 pub use tx::Tx;

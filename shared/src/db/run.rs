@@ -73,6 +73,9 @@ pub struct Run {
     operation: &'static str,
     deadline: Instant,
     tries: u32,
+    /// This attempt's connection had its statement time limit lowered to
+    /// fit the deadline (`limit.rs`): it is closed after the attempt.
+    lowered: bool,
 }
 
 impl Run {
@@ -81,17 +84,28 @@ impl Run {
             operation,
             deadline,
             tries: 0,
+            lowered: false,
         }
     }
 
-    /// A connection for the next attempt. sqlx's acquire is safe to
+    /// A connection for the next attempt, whose statements the server
+    /// stops before the deadline (`limit.rs`). sqlx's acquire is safe to
     /// abandon: a connection it was opening or testing is closed.
     pub async fn connect(&mut self, pool: &MySqlPool) -> Result<PoolConnection<MySql>, Error> {
         self.tries += 1;
-        match timeout_at(self.deadline, pool.acquire()).await {
-            Ok(Ok(conn)) => Ok(conn),
+        let fitted = async {
+            let mut conn = pool.acquire().await?;
+            // Measured once connected: the acquire may have taken a while.
+            let Some(left) = super::limit::left(self.deadline) else {
+                return Ok(None);
+            };
+            self.lowered = super::limit::fit(&mut conn, left).await?;
+            Ok::<_, sqlx::Error>(Some(conn))
+        };
+        match timeout_at(self.deadline, fitted).await {
+            Ok(Ok(Some(conn))) => Ok(conn),
             Ok(Err(err)) => Err(Error::from(err)),
-            Err(_) => Err(out_of_time(self.operation)),
+            Ok(Ok(None)) | Err(_) => Err(out_of_time(self.operation)),
         }
     }
 
@@ -111,6 +125,11 @@ impl Run {
         conn: PoolConnection<MySql>,
         outcome: Option<Result<T, Error>>,
     ) -> Result<Option<T>, Error> {
+        let mut conn = Some(conn);
+        if self.lowered {
+            // Never pooled with a limit that fits this request only.
+            discard(conn.take());
+        }
         let err = match outcome {
             None => {
                 discard(conn);
@@ -161,8 +180,10 @@ pub async fn within<T>(
 }
 
 /// Closes the socket at once: the server rolls back whatever was open.
-fn discard(conn: PoolConnection<MySql>) {
-    drop(conn.detach());
+fn discard(conn: Option<PoolConnection<MySql>>) {
+    if let Some(conn) = conn {
+        drop(conn.detach());
+    }
 }
 
 fn out_of_time(operation: &'static str) -> Error {

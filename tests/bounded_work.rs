@@ -1,0 +1,93 @@
+//! Bounded work per request (SPEC §16): a request that gives up leaves
+//! nothing running on the database. Closing a connection does not stop its
+//! statement; the server's own time limit (`shared/src/db/limit.rs`) does.
+
+use shared::clients::Caller;
+use shared::error::Error;
+use slot_booking_tests::locks::SlotLock;
+use slot_booking_tests::*;
+use sqlx::Executor;
+use std::time::Duration;
+use tokio::time::Instant;
+
+const CALLER: Caller = Caller::anonymous();
+
+/// The statements of this test's database still running (any session but
+/// the asking one; a session idle inside a transaction is not running:
+/// `Sleep`; a prepared statement runs as `Execute`).
+async fn running(db: &TestDb) -> Vec<(String, String)> {
+    sqlx::query_as(
+        "SELECT COALESCE(STATE, ''), LEFT(COALESCE(INFO, ''), 80) \
+         FROM information_schema.PROCESSLIST \
+         WHERE DB = ? AND COMMAND <> 'Sleep' AND ID <> CONNECTION_ID()",
+    )
+    .bind(&db.name)
+    .fetch_all(&db.admin)
+    .await
+    .expect("process list")
+}
+
+/// A hold that waits for its slot's lock past its request's deadline: the
+/// server stops the claim before the deadline, and the 503 comes back with
+/// nothing of the request left on the database. Without the limit the
+/// claim waited on for `innodb_lock_wait_timeout` (3 s) after the 503.
+#[tokio::test]
+async fn a_claim_stuck_behind_a_lock_is_stopped_by_the_server_before_the_503() {
+    let db = TestDb::new().await;
+    let app = db.app();
+    let slot = db.insert_slot(1).await;
+    warm(&app).await;
+    let lock = SlotLock::take(&db, slot).await;
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(800);
+    let answer = app
+        .booking
+        .until(deadline.into_std())
+        .hold(&CALLER, slot, 1, &new_key())
+        .await;
+    let still = running(&db).await;
+    let took = started.elapsed();
+    lock.release().await;
+    assert!(matches!(answer, Err(Error::Unavailable(_))), "{answer:?}");
+    assert!(still.is_empty(), "still running after the 503: {still:?}");
+    assert!(took < Duration::from_millis(800), "answered after {took:?}");
+    // The connection with the lowered limit was not pooled: the next
+    // request's statements are not stopped early.
+    let held = app.booking.hold(&CALLER, slot, 1, &new_key()).await;
+    assert!(held.is_ok(), "{held:?}");
+    db.drop().await;
+}
+
+/// The same for a read: one that waits for a table lock past its
+/// deadline is stopped by the server, not left behind.
+#[tokio::test]
+async fn a_read_stuck_behind_a_table_lock_is_stopped_by_the_server_before_the_503() {
+    let db = TestDb::new().await;
+    let app = db.app();
+    let slot = db.insert_slot(1).await;
+    let hold = app
+        .booking
+        .hold(&CALLER, slot, 1, &new_key())
+        .await
+        .expect("hold")
+        .hold;
+    let mut blocker = db.admin.acquire().await.expect("connection");
+    blocker
+        .execute("LOCK TABLES holds WRITE")
+        .await
+        .expect("lock the table");
+    let started = Instant::now();
+    let answer = app
+        .booking
+        .until((started + Duration::from_millis(600)).into_std())
+        .get_hold(&CALLER, hold.id)
+        .await;
+    let still = running(&db).await;
+    let took = started.elapsed();
+    blocker.execute("UNLOCK TABLES").await.expect("unlock");
+    drop(blocker);
+    assert!(matches!(answer, Err(Error::Unavailable(_))), "{answer:?}");
+    assert!(still.is_empty(), "still running after the 503: {still:?}");
+    assert!(took < Duration::from_millis(600), "answered after {took:?}");
+    db.drop().await;
+}
