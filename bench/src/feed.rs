@@ -106,11 +106,13 @@ async fn measured(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> R
         id: ClientId(1),
         role: Role::Admin,
         rate: None,
+        held_cap: None,
     };
     let booker = Caller {
         id: ClientId(2),
         role: Role::Booker,
         rate: None,
+        held_cap: None,
     };
     let cases: [(&str, Caller, bool); 3] = [
         ("admin_page", admin, false),

@@ -43,6 +43,10 @@ pub enum Error {
     },
     #[error("slot {0} has no remaining capacity")]
     CapacityExhausted(SlotId),
+    /// The hold would take the client over its cap on seats in active
+    /// holds (SPEC §16): `held` is what it holds now.
+    #[error("the client holds {held} of its {cap} seats")]
+    HoldLimitReached { cap: u32, held: u64 },
     #[error("hold {0} is cancelled")]
     HoldCancelled(HoldId),
     #[error("hold {0} has expired")]
@@ -128,6 +132,7 @@ impl Error {
             | Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::CapacityExhausted(_) => "capacity_exhausted",
+            Self::HoldLimitReached { .. } => "hold_limit_reached",
             Self::HoldCancelled(_) => "hold_cancelled",
             Self::HoldExpired(_) => "hold_expired",
             Self::HoldConfirmed(_) => "hold_confirmed",
@@ -157,6 +162,7 @@ impl Error {
             | Self::NotFound(_) => 404,
             Self::MethodNotAllowed { .. } => 405,
             Self::CapacityExhausted(_)
+            | Self::HoldLimitReached { .. }
             | Self::HoldCancelled(_)
             | Self::HoldExpired(_)
             | Self::HoldConfirmed(_)
@@ -187,6 +193,10 @@ impl Error {
                 allow.join(", ")
             ),
             Self::CapacityExhausted(id) => format!("Slot {id} has no remaining capacity."),
+            Self::HoldLimitReached { cap, held } => format!(
+                "This client may have at most {cap} seats in active holds and has {held}; \
+                 confirm, cancel or let some expire first."
+            ),
             Self::HoldCancelled(id) => format!("Hold {id} has been cancelled."),
             Self::HoldExpired(id) => format!("Hold {id} has expired."),
             Self::HoldConfirmed(id) => format!("Hold {id} is confirmed; a booking has no expiry."),

@@ -53,6 +53,7 @@ impl TestDb {
             access: Access {
                 mode,
                 rate_limit_per_second: rate,
+                ..Access::default()
             },
             ..self.config(Duration::from_secs(300))
         })
@@ -66,6 +67,7 @@ impl TestDb {
             access: Access {
                 mode,
                 rate_limit_per_second: 0,
+                ..Access::default()
             },
             holds: rules,
             ..self.config(hold_ttl)
@@ -81,6 +83,7 @@ impl TestDb {
             access: Access {
                 mode: AuthMode::ApiKey,
                 rate_limit_per_second: rate,
+                ..Access::default()
             },
             ..self.config(Duration::from_secs(300))
         };

@@ -3,6 +3,7 @@
 //! API Gateway v2 events, and the count-based oracle of the invariants.
 
 pub mod answers;
+pub mod caps;
 pub mod counters;
 pub mod dev;
 pub mod events;

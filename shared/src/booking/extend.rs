@@ -3,7 +3,11 @@
 //! An extension decides "is the hold still active?" the way confirm does,
 //! under the slot's lock, so it is serialised with the hold path's own
 //! decision: a hold that a new hold already counted as expired is never
-//! revived (its seats may be taken).
+//! revived (its seats may be taken). It decides after its owner's client
+//! row too, shared: a capped hold of that client counts the client's
+//! active seats under the same row, exclusively, so it never counts a hold
+//! as expired that an extension then revives (docs/DESIGN.md, "One
+//! client's cap").
 
 use super::Booking;
 use super::sql::{HoldRow, find_by_id, find_touchable, lock_slot};
@@ -34,6 +38,9 @@ impl Booking {
         .map_err(|err| written.unknown_if_sent(err))
     }
 
+    /// First, before the slot's lock: the owner's client row, shared.
+    pub const EXTEND_LOCK_CLIENT: &'static str =
+        "SELECT id FROM api_clients WHERE id = ? LOCK IN SHARE MODE";
     /// After [`super::LOCK_SLOT`], one statement with one `now` (later than
     /// the slot's lock) locks the hold and decides everything: expired?
     /// started? and where the extension would move `expires_at`.
@@ -69,7 +76,12 @@ impl Booking {
         refuse_final(&hold, false)?;
         let slot_id = hold.slot_id;
         let mut tx = Tx::begin(conn).await?;
-        // Lock order of every transaction: the slot row, then hold rows.
+        // Lock order of every transaction: the client row, the slot row,
+        // then hold rows.
+        sqlx::query(Self::EXTEND_LOCK_CLIENT)
+            .bind(hold.client_id.0)
+            .fetch_optional(&mut *tx)
+            .await?;
         lock_slot(&mut tx, slot_id).await?;
         let ttl = micros(self.hold_ttl);
         let lifetime = micros(self.rules.max_lifetime);

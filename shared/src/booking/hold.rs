@@ -5,15 +5,25 @@ use super::sql::{find_by_id, find_by_key, lock_slot};
 use super::written::Written;
 use super::{Booking, HoldOutcome};
 use crate::clients::Caller;
-use crate::db::counter::slot_bookable;
+use crate::db::counter::{client_held, slot_bookable};
 use crate::db::{self, Tx};
-use crate::domain::ClientId;
 use crate::domain::{Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::{Error, KeyReuse};
 use crate::events::{EventType, commit_with, hold_event};
 use crate::telemetry::{self, Metric};
 use sqlx::MySql;
 use sqlx::pool::PoolConnection;
+
+/// The pre-check's first three columns, shared by both of its forms.
+macro_rules! hold_precheck {
+    () => {
+        concat!(
+            "SELECT (SELECT id FROM holds WHERE client_id = ? AND idempotency_key = ?) AS key_hold, (",
+            slot_bookable!(),
+            ") AS bookable, (SELECT starts_at <= UTC_TIMESTAMP(6) FROM slots WHERE id = ?) AS closed"
+        )
+    };
+}
 
 impl Booking {
     /// Places a hold on `quantity` seats of `slot_id` (all or nothing) for
@@ -30,6 +40,9 @@ impl Booking {
     ///
     /// The hold belongs to `caller`, and its key is looked up among the
     /// caller's holds only: the same key from two clients makes two holds.
+    /// A caller with a cap never has more seats in active holds than it
+    /// (SPEC §16; docs/DESIGN.md, "One client's cap"): its holds take its
+    /// client row's lock before the slot's, and count under both.
     pub async fn hold(
         &self,
         caller: &Caller,
@@ -37,11 +50,10 @@ impl Booking {
         quantity: u32,
         key: &IdempotencyKey,
     ) -> Result<HoldOutcome, Error> {
-        let client = caller.id;
         let wanted = Wanted { slot_id, quantity };
         let mut written = Written::default();
         let outcome = db::transact!(&self.pool, "hold", self.deadline(), |conn| {
-            self.hold_once(&mut conn, client, wanted, key, &mut written)
+            self.hold_once(&mut conn, caller, wanted, key, &mut written)
                 .await
         })
         .map_err(|err| written.unknown_if_sent(err));
@@ -58,10 +70,24 @@ impl Booking {
     /// (public so that the bench's raw sequences send these very strings).
     /// The pre-check: the key's hold, the slot's bookable figure and
     /// whether it has started.
-    pub const HOLD_PRECHECK: &'static str = concat!(
-        "SELECT (SELECT id FROM holds WHERE client_id = ? AND idempotency_key = ?) AS key_hold, (",
-        slot_bookable!(),
-        ") AS bookable, (SELECT starts_at <= UTC_TIMESTAMP(6) FROM slots WHERE id = ?) AS closed"
+    pub const HOLD_PRECHECK: &'static str =
+        concat!(hold_precheck!(), ", CAST(NULL AS SIGNED) AS client_held");
+    /// The same for a client with a cap, with the seats of its active
+    /// holds last.
+    pub const HOLD_PRECHECK_CAPPED: &'static str =
+        concat!(hold_precheck!(), ", (", client_held!(), ") AS client_held");
+    /// A capped client's row, locked before the slot's: every capped hold
+    /// of one client is serialised from here to its COMMIT, and it is the
+    /// first statement, so no snapshot exists yet.
+    pub const HOLD_LOCK_CLIENT: &'static str = "SELECT id FROM api_clients WHERE id = ? FOR UPDATE";
+    /// After both locks, one statement with one `now`: the client's active
+    /// seats (final: only its own holds and extensions, which wait for its
+    /// row, add to them), the key's hold, and whether the slot started.
+    pub const HOLD_CLIENT_CHECK: &'static str = concat!(
+        "SELECT (",
+        client_held!(),
+        ") AS held, (SELECT id FROM holds WHERE client_id = ? AND idempotency_key = ?) AS key_hold, ",
+        "(SELECT starts_at <= UTC_TIMESTAMP(6) FROM slots WHERE id = ?) AS closed"
     );
     /// The claim: a conditional increment of the held-seats counter by the
     /// quantity. It reads no clock (its `now` would predate its lock wait);
@@ -88,12 +114,13 @@ impl Booking {
     async fn hold_once(
         &self,
         conn: &mut PoolConnection<MySql>,
-        client: ClientId,
+        caller: &Caller,
         wanted: Wanted,
         key: &IdempotencyKey,
         written: &mut Written,
     ) -> Result<HoldOutcome, Error> {
         let Wanted { slot_id, quantity } = wanted;
+        let (client, cap) = (caller.id, caller.held_cap);
         // Every path that finds the key's hold answers through this: the
         // replay, or this request's own hold, committed by an earlier
         // attempt whose answer was lost (201, as that answer said).
@@ -111,15 +138,22 @@ impl Booking {
         //    the seats is refused here, so a storm of holds on it never
         //    queues on the row lock: "full" is true at this snapshot, and
         //    the key was not used at this snapshot either, so 409 is a
-        //    correct answer; "started" is final.
-        let (key_hold, bookable, closed): (Option<u64>, Option<i64>, Option<bool>) =
-            sqlx::query_as(Self::HOLD_PRECHECK)
-                .bind(client.0)
-                .bind(key.as_str())
-                .bind(slot_id.0)
-                .bind(slot_id.0)
-                .fetch_one(&mut **conn)
-                .await?;
+        //    correct answer; "started" is final. The same holds of a capped
+        //    client's seats: a hoarder over its cap never queues on a lock.
+        let precheck = match cap {
+            Some(_) => Self::HOLD_PRECHECK_CAPPED,
+            None => Self::HOLD_PRECHECK,
+        };
+        let mut precheck = sqlx::query_as(precheck)
+            .bind(client.0)
+            .bind(key.as_str())
+            .bind(slot_id.0)
+            .bind(slot_id.0);
+        if cap.is_some() {
+            precheck = precheck.bind(client.0);
+        }
+        let (key_hold, bookable, closed, client_held): Precheck =
+            precheck.fetch_one(&mut **conn).await?;
         if let Some(id) = key_hold {
             let hold = find_by_id(&mut **conn, HoldId(id)).await?;
             return found(hold.ok_or(Error::HoldNotFound(HoldId(id)))?);
@@ -144,8 +178,22 @@ impl Booking {
         if bookable.is_some_and(|bookable| bookable < i64::from(quantity)) {
             return Err(Error::CapacityExhausted(slot_id));
         }
+        // Only for a slot that exists (SPEC §19.1: 404 first).
+        if bookable.is_some()
+            && let Some(refused) = over_cap(cap, client_held, quantity)
+        {
+            return Err(refused);
+        }
 
         let mut tx = Tx::begin(conn).await?;
+        if cap.is_some() {
+            // 2'. The client's row, before the slot's (the order of every
+            //     transaction that takes both).
+            sqlx::query(Self::HOLD_LOCK_CLIENT)
+                .bind(client.0)
+                .fetch_optional(&mut *tx)
+                .await?;
+        }
         // 2. Claim the seats: the condition is inside the write, and the
         //    write takes the slot's row lock. It is the transaction's first
         //    statement, so no snapshot exists yet: every plain read below
@@ -187,6 +235,32 @@ impl Booking {
                 .bind(slot_id.0)
                 .execute(&mut *tx)
                 .await?;
+        }
+        if cap.is_some() {
+            // 2c. The cap, after the capacity (SPEC §19.1), under both
+            //     locks. A same-key hold committed before our client lock
+            //     is this request's lost attempt or its twin: a replay.
+            let check: ClientCheck = sqlx::query_as(Self::HOLD_CLIENT_CHECK)
+                .bind(client.0)
+                .bind(client.0)
+                .bind(key.as_str())
+                .bind(slot_id.0)
+                .fetch_one(&mut *tx)
+                .await?;
+            let refused = match check.key_hold {
+                Some(_) => None,
+                None if check.closed.unwrap_or(true) => Some(Error::SlotClosed(slot_id)),
+                None => over_cap(cap, Some(check.held), quantity),
+            };
+            if let Some(id) = check.key_hold {
+                tx.rollback().await?; // the claim
+                let hold = find_by_id(&mut **conn, HoldId(id)).await?;
+                return found(hold.ok_or(Error::HoldNotFound(HoldId(id)))?);
+            }
+            if let Some(refused) = refused {
+                tx.rollback().await?; // the claim
+                return Err(refused);
+            }
         }
         // 3. Insert. A concurrent request with the same key waits here on
         //    the UNIQUE index until we commit, then fails and replays us.
@@ -234,6 +308,24 @@ impl Booking {
             created: true,
         })
     }
+}
+
+/// The pre-check's row: the key's hold, the slot's bookable seats,
+/// whether it started, and a capped client's active seats.
+type Precheck = (Option<u64>, Option<i64>, Option<bool>, Option<i64>);
+
+#[derive(sqlx::FromRow)]
+struct ClientCheck {
+    held: i64,
+    key_hold: Option<u64>,
+    closed: Option<bool>,
+}
+
+/// 409 `hold_limit_reached` when `quantity` more seats would take a client
+/// with `cap` over it, `held` being what it has in active holds.
+fn over_cap(cap: Option<u32>, held: Option<i64>, quantity: u32) -> Option<Error> {
+    let (cap, held) = (cap?, u64::try_from(held?).unwrap_or(0));
+    (held + u64::from(quantity) > u64::from(cap)).then_some(Error::HoldLimitReached { cap, held })
 }
 
 /// What a hold request asks for: with the client and the key, the

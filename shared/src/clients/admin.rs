@@ -3,7 +3,7 @@
 
 use super::key::ApiKey;
 use super::{ANONYMOUS, Client, ClientId, Role};
-use crate::config::MAX_RATE_LIMIT_PER_SECOND;
+use crate::config::{MAX_HELD_SEATS, MAX_RATE_LIMIT_PER_SECOND};
 use crate::db;
 use crate::error::{Error, FieldErrors, sent_name};
 use crate::secret::Secret;
@@ -17,23 +17,22 @@ pub struct NewClient {
     pub name: String,
     pub role: Role,
     pub rate_limit_per_second: Option<u32>,
+    pub max_held_seats: Option<u32>,
 }
 
 impl NewClient {
     /// `{"name": "…", "role": "booker"|"admin", "rate_limit_per_second":
-    /// n|null}`: `name` required (1–100 characters, no control
-    /// characters), `role` booker when absent, `rate_limit_per_second`
-    /// NULL (the default) when absent or null, else 0 (unlimited) to
-    /// 1,000,000. Every problem is reported, each under its field.
+    /// n|null, "max_held_seats": n|null}`: `name` required (1–100
+    /// characters, no control characters), `role` booker when absent,
+    /// each limit NULL (the configured default) when absent or null, else
+    /// 0 (unlimited) to its bound. Every problem is reported, each under
+    /// its field.
     pub fn from_json(body: &Value) -> Result<Self, Error> {
         let Some(fields) = body.as_object() else {
             return Err(Error::invalid("body", "The body must be a JSON object."));
         };
         let mut errors = FieldErrors::new();
-        for unknown in fields
-            .keys()
-            .filter(|k| !["name", "role", "rate_limit_per_second"].contains(&k.as_str()))
-        {
+        for unknown in fields.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
             let name = sent_name(unknown);
             let message = format!("The {name:?} field is not allowed.");
             errors.entry(name.into()).or_default().push(message);
@@ -71,31 +70,50 @@ impl NewClient {
         if role.is_none() {
             fail("role", "The role must be \"booker\" or \"admin\".".into());
         }
-        let rate = match fields.get("rate_limit_per_second") {
-            None | Some(Value::Null) => Some(None),
-            Some(Value::Number(n)) => n
-                .as_u64()
-                .filter(|n| *n <= u64::from(MAX_RATE_LIMIT_PER_SECOND))
-                .map(|n| Some(n as u32)),
-            Some(_) => None,
-        };
+        let rate = limit(fields.get(RATE.0), RATE.1);
         if rate.is_none() {
-            fail(
-                "rate_limit_per_second",
-                "The rate limit must be null or an integer from 0 (unlimited) to 1000000.".into(),
-            );
+            fail(RATE.0, limit_message("rate limit", RATE.1));
         }
-        match (name, role, rate) {
-            (Some(name), Some(role), Some(rate_limit_per_second)) if errors.is_empty() => {
+        let cap = limit(fields.get(CAP.0), CAP.1);
+        if cap.is_none() {
+            fail(CAP.0, limit_message("cap on held seats", CAP.1));
+        }
+        match (name, role, rate, cap) {
+            (Some(name), Some(role), Some(rate_limit_per_second), Some(max_held_seats))
+                if errors.is_empty() =>
+            {
                 Ok(Self {
                     name,
                     role,
                     rate_limit_per_second,
+                    max_held_seats,
                 })
             }
             _ => Err(Error::Validation(errors)),
         }
     }
+}
+
+const FIELDS: [&str; 4] = ["name", "role", RATE.0, CAP.0];
+/// The client's limits, each a field and its bound (0: unlimited).
+pub(crate) const RATE: (&str, u32) = ("rate_limit_per_second", MAX_RATE_LIMIT_PER_SECOND);
+pub(crate) const CAP: (&str, u32) = ("max_held_seats", MAX_HELD_SEATS);
+
+/// A limit's field: `Some(None)` when absent or null (the configured
+/// default), `Some(Some(n))` for 0 to `max`, `None` for anything else.
+pub(crate) fn limit(value: Option<&Value>, max: u32) -> Option<Option<u32>> {
+    match value {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .filter(|n| *n <= u64::from(max))
+            .map(|n| Some(n as u32)),
+        Some(_) => None,
+    }
+}
+
+pub(crate) fn limit_message(what: &str, max: u32) -> String {
+    format!("The {what} must be null or an integer from 0 (unlimited) to {max}.")
 }
 
 /// The client administration service: admin routes only.
@@ -106,7 +124,8 @@ pub struct ClientAdmin {
 
 macro_rules! client_columns {
     () => {
-        "SELECT id, name, role, rate_limit_per_second, created_at, revoked_at FROM api_clients"
+        "SELECT id, name, role, rate_limit_per_second, max_held_seats, created_at, revoked_at \
+         FROM api_clients"
     };
 }
 const LIST_CLIENTS: &str = concat!(client_columns!(), " ORDER BY id");
@@ -117,6 +136,7 @@ type ClientRow = (
     u64,
     String,
     String,
+    Option<u32>,
     Option<u32>,
     DateTime<Utc>,
     Option<DateTime<Utc>>,
@@ -142,13 +162,14 @@ impl ClientAdmin {
             // Autocommitted: from here a cut may leave it committed unseen.
             sent = true;
             let inserted = sqlx::query(
-                "INSERT INTO api_clients (name, role, key_hash, rate_limit_per_second, created_at) \
-                 VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))",
+                "INSERT INTO api_clients (name, role, key_hash, rate_limit_per_second, \
+                 max_held_seats, created_at) VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
             )
             .bind(&new.name)
             .bind(new.role.as_str())
             .bind(hash.as_str())
             .bind(new.rate_limit_per_second)
+            .bind(new.max_held_seats)
             .execute(&mut *conn)
             .await;
             match inserted {
@@ -236,7 +257,7 @@ async fn find(
 }
 
 fn client(
-    (id, name, role, rate_limit_per_second, created_at, revoked_at): ClientRow,
+    (id, name, role, rate_limit_per_second, max_held_seats, created_at, revoked_at): ClientRow,
 ) -> Result<Client, Error> {
     Ok(Client {
         id: ClientId(id),
@@ -245,6 +266,7 @@ fn client(
             Error::Internal(sqlx::Error::Decode(format!("unknown role {role:?}").into()))
         })?,
         rate_limit_per_second,
+        max_held_seats,
         created_at,
         revoked_at,
         key: None,
@@ -315,9 +337,22 @@ mod tests {
             NewClient {
                 name: "shop".into(),
                 role: Role::Booker,
-                rate_limit_per_second: None
+                rate_limit_per_second: None,
+                max_held_seats: None,
             }
         );
+        let capped = json!({"name": "shop", "max_held_seats": 10});
+        assert_eq!(
+            NewClient::from_json(&capped).unwrap().max_held_seats,
+            Some(10)
+        );
+        for bad in [json!(-1), json!(1.5), json!("10"), json!(1_000_000_001u64)] {
+            let err = NewClient::from_json(&json!({"name": "shop", "max_held_seats": bad}));
+            let Err(Error::Validation(errors)) = err else {
+                panic!("{bad} is refused")
+            };
+            assert!(errors.contains_key("max_held_seats"), "{errors:?}");
+        }
         let admin = json!({"name": "ops", "role": "admin", "rate_limit_per_second": 0});
         let admin = NewClient::from_json(&admin).unwrap();
         assert_eq!(

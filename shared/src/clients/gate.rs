@@ -43,10 +43,10 @@ struct Known {
     entries: HashMap<KeyHash, (Caller, Instant)>,
 }
 
-const FIND_BY_KEY_HASH: &str = "SELECT id, role, rate_limit_per_second, revoked_at IS NOT NULL \
-     FROM api_clients WHERE key_hash = ?";
+const FIND_BY_KEY_HASH: &str = "SELECT id, role, rate_limit_per_second, max_held_seats, \
+     revoked_at IS NOT NULL FROM api_clients WHERE key_hash = ?";
 
-type ClientRow = (u64, String, Option<u32>, bool);
+type ClientRow = (u64, String, Option<u32>, Option<u32>, bool);
 
 impl Gate {
     /// The longest a look-up is trusted (SPEC §8: a revocation takes effect
@@ -142,7 +142,7 @@ impl Gate {
                 .await?)
         })?;
         // Unknown and revoked answer alike.
-        let Some((id, role, rate, _)) = row.filter(|(.., revoked)| !revoked) else {
+        let Some((id, role, rate, held_cap, _)) = row.filter(|(.., revoked)| !revoked) else {
             return Err(Error::Unauthenticated(Unauthenticated::Rejected));
         };
         let role = Role::parse(&role).ok_or_else(|| {
@@ -152,6 +152,7 @@ impl Gate {
             id: ClientId(id),
             role,
             rate: self.effective_rate(rate),
+            held_cap: self.effective_cap(held_cap),
         };
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         if known.entries.len() >= Self::MAX_ENTRIES {
@@ -173,6 +174,14 @@ impl Gate {
             return None;
         }
         Some(own.unwrap_or(self.access.rate_limit_per_second)).filter(|rate| *rate > 0)
+    }
+
+    /// A client's own cap on held seats, else the default; 0 is unlimited.
+    /// Unlike the rate, it holds in `open` mode too: it guards the
+    /// inventory, which every keyed client shares (only the keyless
+    /// anonymous caller of `open` mode is unlimited).
+    fn effective_cap(&self, own: Option<u32>) -> Option<u32> {
+        Some(own.unwrap_or(self.access.client_max_held_seats)).filter(|cap| *cap > 0)
     }
 }
 

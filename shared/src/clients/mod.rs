@@ -60,6 +60,9 @@ pub struct Caller {
     /// Sustained requests per second (burst twice that); `None`: not
     /// limited (`rate_limit_per_second = 0`, or `open` mode's anonymous).
     pub rate: Option<u32>,
+    /// The most seats it may have in active holds (SPEC §16); `None`:
+    /// unlimited (`max_held_seats = 0`, or `open` mode's anonymous).
+    pub held_cap: Option<u32>,
 }
 
 impl Caller {
@@ -84,6 +87,7 @@ impl Caller {
             id: ANONYMOUS,
             role: Role::Booker,
             rate: None,
+            held_cap: None,
         }
     }
 }
@@ -97,6 +101,7 @@ pub struct Client {
     pub name: String,
     pub role: Role,
     pub rate_limit_per_second: Option<u32>,
+    pub max_held_seats: Option<u32>,
     #[serde(serialize_with = "crate::domain::utc_micros")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "crate::domain::utc_micros_opt")]
@@ -112,6 +117,7 @@ impl std::fmt::Debug for Client {
             .field("name", &self.name)
             .field("role", &self.role)
             .field("rate_limit_per_second", &self.rate_limit_per_second)
+            .field("max_held_seats", &self.max_held_seats)
             .field("created_at", &self.created_at)
             .field("revoked_at", &self.revoked_at)
             .field("key", &self.key.as_ref().map(|_| "***"))

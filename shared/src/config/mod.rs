@@ -90,13 +90,16 @@ pub struct Config {
     pub cache_user: Option<String>,
 }
 
-/// Who may call the API and how fast (SPEC §8): `AUTH_MODE` and
-/// `RATE_LIMIT_PER_SECOND`.
+/// Who may call the API, how fast and how much it may hold (SPEC §8,
+/// §16): `AUTH_MODE`, `RATE_LIMIT_PER_SECOND` and `CLIENT_MAX_HELD_SEATS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Access {
     pub mode: AuthMode,
     /// A client's sustained rate when its own is NULL; 0: unlimited.
     pub rate_limit_per_second: u32,
+    /// A client's cap on seats in active holds when its own is NULL; 0:
+    /// unlimited.
+    pub client_max_held_seats: u32,
 }
 
 impl Default for Access {
@@ -104,6 +107,7 @@ impl Default for Access {
         Self {
             mode: AuthMode::ApiKey,
             rate_limit_per_second: DEFAULT_RATE_LIMIT_PER_SECOND,
+            client_max_held_seats: DEFAULT_CLIENT_MAX_HELD_SEATS,
         }
     }
 }
@@ -121,6 +125,10 @@ pub enum AuthMode {
 pub const DEFAULT_RATE_LIMIT_PER_SECOND: u32 = 20;
 /// The same bound as a client's own `rate_limit_per_second`.
 pub const MAX_RATE_LIMIT_PER_SECOND: u32 = 1_000_000;
+pub const DEFAULT_CLIENT_MAX_HELD_SEATS: u32 = 500;
+/// The same bound as a client's own `max_held_seats` (and a slot's
+/// capacity).
+pub const MAX_HELD_SEATS: u32 = 1_000_000_000;
 
 impl Config {
     /// The database's name (the last path segment of `database_url`).

@@ -3,8 +3,9 @@
 
 use super::error::{ConfigError, redact_url};
 use super::{
-    Access, AuthMode, Config, DEFAULT_DATABASE_URL, DEFAULT_DB_PORT, DEFAULT_RATE_LIMIT_PER_SECOND,
-    DEFAULT_REDIS_URL, HoldRules, MAX_RATE_LIMIT_PER_SECOND, database_in_url,
+    Access, AuthMode, Config, DEFAULT_CLIENT_MAX_HELD_SEATS, DEFAULT_DATABASE_URL, DEFAULT_DB_PORT,
+    DEFAULT_RATE_LIMIT_PER_SECOND, DEFAULT_REDIS_URL, HoldRules, MAX_HELD_SEATS,
+    MAX_RATE_LIMIT_PER_SECOND, database_in_url,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use std::time::Duration;
@@ -152,6 +153,19 @@ impl Settings {
                 }
             },
         };
+        let client_max_held_seats = match non_empty("CLIENT_MAX_HELD_SEATS") {
+            None => DEFAULT_CLIENT_MAX_HELD_SEATS,
+            Some(raw) => match raw.trim().parse::<u32>() {
+                Ok(cap) if cap <= MAX_HELD_SEATS => cap,
+                _ => {
+                    return Err(ConfigError {
+                        key: "CLIENT_MAX_HELD_SEATS",
+                        value: Some(raw),
+                        expected: "an integer from 0 (unlimited) to 1000000000",
+                    });
+                }
+            },
+        };
         Ok(Self {
             database,
             cache,
@@ -161,6 +175,7 @@ impl Settings {
             access: Access {
                 mode,
                 rate_limit_per_second,
+                client_max_held_seats,
             },
             cache_namespace,
             cache_user,

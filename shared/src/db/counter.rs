@@ -48,4 +48,18 @@ macro_rules! slot_bookable {
     };
 }
 
-pub(crate) use {active_hold, expired_but_counted, slot_bookable};
+/// The seats of one client's active holds, which its cap bounds (SPEC §16;
+/// docs/DESIGN.md, "One client's cap"): one range of `(client_id, status,
+/// expires_at)`, as many rows as the cap allows, whatever the client's
+/// history. The index is forced for the same reason as above.
+macro_rules! client_held {
+    () => {
+        concat!(
+            "SELECT CAST(COALESCE(SUM(c.quantity), 0) AS SIGNED) FROM holds c ",
+            "FORCE INDEX (holds_client_id_status_expires_at_index) ",
+            "WHERE c.client_id = ? AND c.status = 'held' AND c.expires_at > UTC_TIMESTAMP(6)"
+        )
+    };
+}
+
+pub(crate) use {active_hold, client_held, expired_but_counted, slot_bookable};

@@ -8,6 +8,14 @@ fn every_reason_of_the_spec_maps_to_its_status() {
             409,
             "capacity_exhausted",
         ),
+        (
+            Error::HoldLimitReached {
+                cap: 500,
+                held: 498,
+            },
+            409,
+            "hold_limit_reached",
+        ),
         (Error::HoldCancelled(HoldId(1)), 409, "hold_cancelled"),
         (Error::HoldExpired(HoldId(1)), 409, "hold_expired"),
         (
@@ -118,4 +126,18 @@ fn server_side_messages_never_carry_the_internal_cause() {
         !body.contains("SELECT") && !body.contains("mysql://"),
         "{body}"
     );
+}
+
+#[test]
+fn hold_limit_reached_gives_the_cap_and_the_seats_held_as_the_readme_shows() {
+    let err = Error::HoldLimitReached {
+        cap: 500,
+        held: 498,
+    };
+    let readme = include_str!("../../../README.md");
+    let shown = format!(
+        "{{\"message\":\"{}\",\"reason\":\"hold_limit_reached\"}}   # 409",
+        err.message()
+    );
+    assert!(readme.contains(&shown), "README shows {shown}");
 }

@@ -1,0 +1,13 @@
+-- The per-client cap on seats in active holds (SPEC §16, docs/DESIGN.md
+-- "One client's cap").
+--
+-- NULL: the configured default (CLIENT_MAX_HELD_SEATS); 0: unlimited.
+ALTER TABLE api_clients
+    ADD COLUMN max_held_seats INT UNSIGNED NULL AFTER rate_limit_per_second;
+
+-- The cap's count: a client's active holds are one range of this index
+-- (client, 'held', expires_at after now), as many rows as its cap allows
+-- at most, whatever its history of confirmed, cancelled and expired holds.
+ALTER TABLE holds
+    ADD INDEX holds_client_id_status_expires_at_index (client_id, status, expires_at),
+    ALGORITHM = INPLACE, LOCK = NONE;
