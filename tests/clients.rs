@@ -358,3 +358,26 @@ async fn a_part_one_database_migrates_with_its_holds_owned_by_anonymous_and_stil
     .unwrap();
     db.drop().await;
 }
+
+/// A revocation locks the active admins' rows only: a booker's row, which
+/// its capped holds lock (SPEC §16), held by a long transaction, never
+/// makes it wait (nor deadlock with those holds).
+#[tokio::test]
+async fn a_revocation_does_not_wait_for_a_bookers_locked_row() {
+    let db = TestDb::new().await;
+    let app = db.app_in(AuthMode::ApiKey, 0);
+    let admin = db.client("root", Role::Admin, None).await;
+    let other = db.client("ops", Role::Admin, None).await;
+    let shop = db.client("shop", Role::Booker, None).await;
+    let mut held = db.admin.begin().await.unwrap();
+    sqlx::query("SELECT id FROM api_clients WHERE id = ? FOR UPDATE")
+        .bind(shop.id.0)
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    // Waiting for it would end in the lock wait timeout: 503.
+    let (status, body) = revoke(&app, &admin, &other.id.0.to_string()).await;
+    assert_eq!(status, 200, "{body}");
+    held.rollback().await.unwrap();
+    db.drop().await;
+}

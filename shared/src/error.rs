@@ -97,6 +97,9 @@ pub enum Error {
     /// `anonymous` is part of `open` mode, not a client with a key.
     #[error("client {0} is built in")]
     BuiltInClient(ClientId),
+    /// Changing a revoked client's limits (SPEC §16).
+    #[error("client {0} is revoked")]
+    ClientRevoked(ClientId),
     /// A feed cursor older than the event retention: events after it are
     /// gone (SPEC §12).
     #[error("the cursor is older than the event retention")]
@@ -147,6 +150,7 @@ impl Error {
             Self::RateLimited { .. } => "rate_limited",
             Self::NameTaken(_) => "name_taken",
             Self::LastAdmin(_) => "last_admin",
+            Self::ClientRevoked(_) => "client_revoked",
             Self::CursorExpired => "cursor_expired",
             Self::Unavailable(_) | Self::OutcomeUnknown(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
@@ -171,7 +175,8 @@ impl Error {
             | Self::CapacityBelowCommitted { .. }
             | Self::SlotHasBookings { .. }
             | Self::NameTaken(_)
-            | Self::LastAdmin(_) => 409,
+            | Self::LastAdmin(_)
+            | Self::ClientRevoked(_) => 409,
             Self::Unauthenticated(_) => 401,
             Self::Forbidden | Self::BuiltInClient(_) => 403,
             Self::RateLimited { .. } => 429,
@@ -235,9 +240,12 @@ impl Error {
             }
             Self::ClientNotFound(id) => format!("Client {id} does not exist."),
             Self::BuiltInClient(id) => format!(
-                "Client {id} is the built-in anonymous client and cannot be revoked; \
-                 AUTH_MODE=api-key turns open mode off."
+                "Client {id} is the built-in anonymous client of open mode, without a key or \
+                 limits; it cannot be changed or revoked. AUTH_MODE=api-key turns open mode off."
             ),
+            Self::ClientRevoked(id) => {
+                format!("Client {id} is revoked; its limits can no longer be changed.")
+            }
             Self::NameTaken(name) => format!("A client named {name:?} already exists."),
             Self::LastAdmin(id) => format!(
                 "Client {id} is the last active admin; create another admin before revoking it."

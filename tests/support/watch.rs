@@ -10,7 +10,7 @@ use tokio::process::{Child, Command};
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`), the scheduled `sweep` and the
 /// publisher, `events-publish` (built, never invoked: no bus runs locally).
-pub const DEV_FUNCTIONS: [&str; 18] = [
+pub const DEV_FUNCTIONS: [&str; 19] = [
     "availability",
     "hold",
     "confirm",
@@ -26,6 +26,7 @@ pub const DEV_FUNCTIONS: [&str; 18] = [
     "clients-create",
     "clients-list",
     "clients-revoke",
+    "clients-update",
     "not-found",
     "sweep",
     "events-publish",

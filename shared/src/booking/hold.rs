@@ -86,8 +86,10 @@ impl Booking {
     pub const HOLD_CLIENT_CHECK: &'static str = concat!(
         "SELECT (",
         client_held!(),
-        ") AS held, (SELECT id FROM holds WHERE client_id = ? AND idempotency_key = ?) AS key_hold, ",
-        "(SELECT starts_at <= UTC_TIMESTAMP(6) FROM slots WHERE id = ?) AS closed"
+        ") AS held, (SELECT starts_at <= UTC_TIMESTAMP(6) FROM slots WHERE id = ?) AS closed, ",
+        // A row read, not a scalar subquery: a replay is never missed.
+        "k.id AS key_hold FROM (SELECT 1) AS one ",
+        "LEFT JOIN holds k ON k.client_id = ? AND k.idempotency_key = ?"
     );
     /// The claim: a conditional increment of the held-seats counter by the
     /// quantity. It reads no clock (its `now` would predate its lock wait);
@@ -242,15 +244,23 @@ impl Booking {
             //     is this request's lost attempt or its twin: a replay.
             let check: ClientCheck = sqlx::query_as(Self::HOLD_CLIENT_CHECK)
                 .bind(client.0)
+                .bind(slot_id.0)
                 .bind(client.0)
                 .bind(key.as_str())
-                .bind(slot_id.0)
                 .fetch_one(&mut *tx)
                 .await?;
+            // Each figure is a scalar subquery: NULL only if cut short,
+            // which decides nothing (503, retried by the client).
+            let (Some(held), Some(closed)) = (check.held, check.closed) else {
+                tx.rollback().await?; // the claim
+                return Err(Error::Unavailable(sqlx::Error::Protocol(
+                    "the client check came back incomplete".into(),
+                )));
+            };
             let refused = match check.key_hold {
                 Some(_) => None,
-                None if check.closed.unwrap_or(true) => Some(Error::SlotClosed(slot_id)),
-                None => over_cap(cap, Some(check.held), quantity),
+                None if closed => Some(Error::SlotClosed(slot_id)),
+                None => over_cap(cap, Some(held), quantity),
             };
             if let Some(id) = check.key_hold {
                 tx.rollback().await?; // the claim
@@ -316,7 +326,7 @@ type Precheck = (Option<u64>, Option<i64>, Option<bool>, Option<i64>);
 
 #[derive(sqlx::FromRow)]
 struct ClientCheck {
-    held: i64,
+    held: Option<i64>,
     key_hold: Option<u64>,
     closed: Option<bool>,
 }

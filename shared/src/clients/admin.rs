@@ -119,7 +119,7 @@ pub(crate) fn limit_message(what: &str, max: u32) -> String {
 /// The client administration service: admin routes only.
 #[derive(Clone)]
 pub struct ClientAdmin {
-    pool: MySqlPool,
+    pub(super) pool: MySqlPool,
 }
 
 macro_rules! client_columns {
@@ -128,11 +128,13 @@ macro_rules! client_columns {
          FROM api_clients"
     };
 }
-const LIST_CLIENTS: &str = concat!(client_columns!(), " ORDER BY id");
 const FIND_CLIENT: &str = concat!(client_columns!(), " WHERE id = ?");
-const LOCK_CLIENT: &str = concat!(client_columns!(), " WHERE id = ? FOR UPDATE");
+pub(super) const LOCK_CLIENT: &str = concat!(client_columns!(), " WHERE id = ? FOR UPDATE");
+/// A page of clients after an id, oldest first (`clients/page.rs`).
+pub(super) const PAGE_CLIENTS: &str =
+    concat!(client_columns!(), " WHERE id > ? ORDER BY id LIMIT ?");
 
-type ClientRow = (
+pub(super) type ClientRow = (
     u64,
     String,
     String,
@@ -187,14 +189,6 @@ impl ClientAdmin {
         Ok(client)
     }
 
-    /// Every client, oldest first, without keys or hashes.
-    pub async fn list(&self, deadline: tokio::time::Instant) -> Result<Vec<Client>, Error> {
-        let rows: Vec<ClientRow> = db::transact!(&self.pool, "client list", deadline, |conn| {
-            Ok(sqlx::query_as(LIST_CLIENTS).fetch_all(&mut *conn).await?)
-        })?;
-        rows.into_iter().map(client).collect()
-    }
-
     /// Revokes a client: its key stops working within the look-up
     /// lifetime. Idempotent. The last active admin cannot be revoked.
     pub async fn revoke(
@@ -207,7 +201,11 @@ impl ClientAdmin {
         })
     }
 
-    async fn find(&self, id: ClientId, deadline: tokio::time::Instant) -> Result<Client, Error> {
+    pub(super) async fn find(
+        &self,
+        id: ClientId,
+        deadline: tokio::time::Instant,
+    ) -> Result<Client, Error> {
         db::transact!(&self.pool, "client read", deadline, |conn| {
             find(&mut conn, id, FIND_CLIENT).await
         })
@@ -220,9 +218,12 @@ async fn revoke_once(conn: &mut MySqlConnection, id: ClientId) -> Result<Client,
     //    two revocations of the last two admins are serialised, and the
     //    second counts what the first left (a locking read sees the latest
     //    commit). Taken before the target's lock, so no two revocations
-    //    can wait on each other.
+    //    can wait on each other. Through the (role, revoked_at) index: a
+    //    scan would lock every client's row, which capped holds lock too
+    //    (docs/DESIGN.md, "One client's cap").
     let admins: Vec<u64> = sqlx::query_scalar(
-        "SELECT id FROM api_clients WHERE role = 'admin' AND revoked_at IS NULL ORDER BY id FOR UPDATE",
+        "SELECT id FROM api_clients FORCE INDEX (api_clients_role_revoked_at_index) \
+         WHERE role = 'admin' AND revoked_at IS NULL ORDER BY id FOR UPDATE",
     )
     .fetch_all(&mut *tx)
     .await?;
@@ -247,7 +248,7 @@ async fn revoke_once(conn: &mut MySqlConnection, id: ClientId) -> Result<Client,
 }
 
 /// One client by `sql`: [`FIND_CLIENT`] or [`LOCK_CLIENT`].
-async fn find(
+pub(super) async fn find(
     conn: &mut MySqlConnection,
     id: ClientId,
     sql: &'static str,
@@ -256,7 +257,7 @@ async fn find(
     client(row.ok_or(Error::ClientNotFound(id))?)
 }
 
-fn client(
+pub(super) fn client(
     (id, name, role, rate_limit_per_second, max_held_seats, created_at, revoked_at): ClientRow,
 ) -> Result<Client, Error> {
     Ok(Client {

@@ -3,8 +3,9 @@
 //! - [`key`]: what a key is, its hash, a new key.
 //! - [`gate`]: who a request is (the key look-up, cached per execution
 //!   environment) and whether it may use a route.
-//! - [`admin`]: creating, listing and revoking clients, and the bootstrap
-//!   admin of a deploy.
+//! - [`admin`]: creating and revoking clients, and the bootstrap admin of
+//!   a deploy; [`page`]: listing them a page at a time; [`patch`]: changing
+//!   their limits.
 //!
 //! Knows nothing of HTTP: the HTTP layer hands it the `Authorization`
 //! header's value and maps its errors.
@@ -12,10 +13,14 @@
 pub mod admin;
 pub mod gate;
 pub mod key;
+pub mod page;
+pub mod patch;
 
 pub use admin::{ClientAdmin, NewClient, install_bootstrap_admin};
 pub use gate::{Gate, Needs};
 pub use key::{ApiKey, KeyHash};
+pub use page::{ClientCursor, ClientPage};
+pub use patch::ClientPatch;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

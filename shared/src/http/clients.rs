@@ -1,11 +1,13 @@
-//! `POST /clients`, `GET /clients`, `DELETE /clients/{id}`: admins only.
+//! `POST /clients`, `GET /clients`, `PATCH /clients/{id}`,
+//! `DELETE /clients/{id}`: admins only.
 
 use super::{HandlerResult, caller, deadline, error_response, json, json_body, path_id};
 use crate::App;
-use crate::clients::{ClientId, Needs, NewClient};
-use crate::error::Error;
-use lambda_http::Request;
-use lambda_http::http::StatusCode;
+use crate::clients::page::{DEFAULT_CLIENTS, MAX_CLIENTS};
+use crate::clients::{ClientCursor, ClientId, ClientPatch, Needs, NewClient};
+use crate::error::{Error, FieldErrors, sent_name};
+use lambda_http::http::{HeaderValue, StatusCode, header};
+use lambda_http::{Request, RequestExt};
 
 /// `POST /clients` → 201 + the client, with its key (shown only here).
 pub async fn create_client(app: &App, request: Request) -> HandlerResult {
@@ -21,15 +23,110 @@ pub async fn create_client(app: &App, request: Request) -> HandlerResult {
     })
 }
 
-/// `GET /clients` → 200 + every client, oldest first, without keys.
+/// `GET /clients?limit=&cursor=` → 200 + a page of clients, oldest first,
+/// without keys; `Link: <…>; rel="next"` when more follow.
 pub async fn list_clients(app: &App, request: Request) -> HandlerResult {
     let outcome = async {
         caller(app, &request, Needs::Admin).await?;
-        app.clients.list(deadline(&request).into()).await
+        let (after, limit) = parse(&super::query_pairs(&request))?;
+        let page = app
+            .clients
+            .page(after, limit, deadline(&request).into())
+            .await?;
+        Ok::<_, Error>((page, limit))
     }
     .await;
     Ok(match outcome {
-        Ok(clients) => json(StatusCode::OK, &clients),
+        Ok((page, limit)) => {
+            let mut response = json(StatusCode::OK, &page.clients);
+            if let Some(next) = page.next {
+                let raw = request.raw_http_path();
+                let path = if raw.is_empty() {
+                    request.uri().path()
+                } else {
+                    raw
+                };
+                // The cursor is URL-safe base64: no escaping needed.
+                let link = format!(
+                    "<{path}?limit={limit}&cursor={}>; rel=\"next\"",
+                    next.encode()
+                );
+                if let Ok(link) = HeaderValue::from_str(&link) {
+                    response.headers_mut().insert(header::LINK, link);
+                }
+            }
+            response
+        }
+        Err(err) => error_response(&err),
+    })
+}
+
+/// `limit` (1–1000, 100 when absent) and `cursor`; every problem at once,
+/// each under its parameter, an unknown one too.
+fn parse(parameters: &[(String, String)]) -> Result<(Option<ClientCursor>, u32), Error> {
+    let mut errors = FieldErrors::new();
+    let (mut limit, mut cursor) = (DEFAULT_CLIENTS, None);
+    let mut seen = [false; 2];
+    for (name, value) in parameters {
+        let mut fail = |message: String| {
+            errors
+                .entry(sent_name(name).into())
+                .or_default()
+                .push(message)
+        };
+        let index = match name.as_str() {
+            "limit" => 0,
+            "cursor" => 1,
+            other => {
+                fail(format!(
+                    "The {:?} parameter is not allowed; use limit or cursor.",
+                    sent_name(other)
+                ));
+                continue;
+            }
+        };
+        if std::mem::replace(&mut seen[index], true) {
+            fail(format!("The {name} parameter may be given only once."));
+            continue;
+        }
+        if index == 0 {
+            match value.parse::<u32>() {
+                Ok(n) if (1..=MAX_CLIENTS).contains(&n) && !value.starts_with('+') => limit = n,
+                _ => fail(format!(
+                    "The limit parameter must be an integer from 1 to {MAX_CLIENTS}."
+                )),
+            }
+        } else {
+            match ClientCursor::decode(value) {
+                Some(decoded) => cursor = Some(decoded),
+                None => fail(
+                    "The cursor is not one this server issued; follow the next link as it was \
+                     given."
+                        .into(),
+                ),
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok((cursor, limit))
+    } else {
+        Err(Error::Validation(errors))
+    }
+}
+
+/// `PATCH /clients/{id}` → 200 + the client with its new limits.
+pub async fn patch_client(app: &App, request: Request) -> HandlerResult {
+    let outcome = async {
+        caller(app, &request, Needs::Admin).await?;
+        let id = client_id(&request)?;
+        let patch = ClientPatch::from_json(&json_body(&request)?)?;
+        app.clients
+            .patch(id, &patch, deadline(&request).into())
+            .await
+    }
+    .await;
+    Ok(match outcome {
+        Ok(client) => json(StatusCode::OK, &client),
         Err(err) => error_response(&err),
     })
 }
@@ -38,9 +135,7 @@ pub async fn list_clients(app: &App, request: Request) -> HandlerResult {
 pub async fn revoke_client(app: &App, request: Request) -> HandlerResult {
     let outcome = async {
         caller(app, &request, Needs::Admin).await?;
-        let id = path_id(&request, &["clients", "{id}"])
-            .and_then(ClientId::parse)
-            .ok_or(Error::NotFound("client"))?;
+        let id = client_id(&request)?;
         app.clients.revoke(id, deadline(&request).into()).await
     }
     .await;
@@ -48,4 +143,10 @@ pub async fn revoke_client(app: &App, request: Request) -> HandlerResult {
         Ok(client) => json(StatusCode::OK, &client),
         Err(err) => error_response(&err),
     })
+}
+
+fn client_id(request: &Request) -> Result<ClientId, Error> {
+    path_id(request, &["clients", "{id}"])
+        .and_then(ClientId::parse)
+        .ok_or(Error::NotFound("client"))
 }

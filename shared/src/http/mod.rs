@@ -14,7 +14,7 @@ mod slot_admin;
 mod slots;
 
 pub use availability::availability;
-pub use clients::{create_client, list_clients, revoke_client};
+pub use clients::{create_client, list_clients, patch_client, revoke_client};
 pub use events::{MAX_EVENTS, list_events};
 pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold};
 pub use routes::ROUTES;

@@ -17,7 +17,7 @@ pub const ROUTES: [(&str, &[&str]); 11] = [
     ("/holds/{id}/extend", &["POST"]),
     ("/events", &["GET"]),
     ("/clients", &["GET", "POST"]),
-    ("/clients/{id}", &["DELETE"]),
+    ("/clients/{id}", &["PATCH", "DELETE"]),
 ];
 
 /// The methods the API serves on `path`, or `None` when no route has that
