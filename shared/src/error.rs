@@ -97,6 +97,9 @@ pub enum Error {
     /// `anonymous` is part of `open` mode, not a client with a key.
     #[error("client {0} is built in")]
     BuiltInClient(ClientId),
+    /// A body heavier than its route takes (SPEC §16), refused unread.
+    #[error("a body of {size} bytes, over {limit}")]
+    PayloadTooLarge { size: usize, limit: usize },
     /// Changing a revoked client's limits (SPEC §16).
     #[error("client {0} is revoked")]
     ClientRevoked(ClientId),
@@ -151,6 +154,7 @@ impl Error {
             Self::NameTaken(_) => "name_taken",
             Self::LastAdmin(_) => "last_admin",
             Self::ClientRevoked(_) => "client_revoked",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::CursorExpired => "cursor_expired",
             Self::Unavailable(_) | Self::OutcomeUnknown(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
@@ -181,6 +185,7 @@ impl Error {
             Self::Forbidden | Self::BuiltInClient(_) => 403,
             Self::RateLimited { .. } => 429,
             Self::CursorExpired => 410,
+            Self::PayloadTooLarge { .. } => 413,
             Self::IdempotencyKeyReuse(_) | Self::Validation(_) => 422,
             Self::Unavailable(_) | Self::OutcomeUnknown(_) => 503,
             Self::Internal(_) => 500,
@@ -243,6 +248,9 @@ impl Error {
                 "Client {id} is the built-in anonymous client of open mode, without a key or \
                  limits; it cannot be changed or revoked. AUTH_MODE=api-key turns open mode off."
             ),
+            Self::PayloadTooLarge { size, limit } => {
+                format!("The body is {size} bytes; this route takes at most {limit}.")
+            }
             Self::ClientRevoked(id) => {
                 format!("Client {id} is revoked; its limits can no longer be changed.")
             }

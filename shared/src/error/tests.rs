@@ -17,6 +17,15 @@ fn every_reason_of_the_spec_maps_to_its_status() {
             "hold_limit_reached",
         ),
         (Error::HoldCancelled(HoldId(1)), 409, "hold_cancelled"),
+        (Error::ClientRevoked(ClientId(4)), 409, "client_revoked"),
+        (
+            Error::PayloadTooLarge {
+                size: 1025,
+                limit: 1024,
+            },
+            413,
+            "payload_too_large",
+        ),
         (Error::HoldExpired(HoldId(1)), 409, "hold_expired"),
         (
             Error::IdempotencyKeyReuse(KeyReuse::Slot {

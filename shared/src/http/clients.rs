@@ -1,7 +1,9 @@
 //! `POST /clients`, `GET /clients`, `PATCH /clients/{id}`,
 //! `DELETE /clients/{id}`: admins only.
 
-use super::{HandlerResult, caller, deadline, error_response, json, json_body, path_id};
+use super::{
+    HandlerResult, body_limit, caller, deadline, error_response, json, json_body, path_id,
+};
 use crate::App;
 use crate::clients::page::{DEFAULT_CLIENTS, MAX_CLIENTS};
 use crate::clients::{ClientCursor, ClientId, ClientPatch, Needs, NewClient};
@@ -13,7 +15,7 @@ use lambda_http::{Request, RequestExt};
 pub async fn create_client(app: &App, request: Request) -> HandlerResult {
     let outcome = async {
         caller(app, &request, Needs::Admin).await?;
-        let new = NewClient::from_json(&json_body(&request)?)?;
+        let new = NewClient::from_json(&json_body(&request, body_limit::ADMIN)?)?;
         app.clients.create(&new, deadline(&request).into()).await
     }
     .await;
@@ -119,7 +121,7 @@ pub async fn patch_client(app: &App, request: Request) -> HandlerResult {
     let outcome = async {
         caller(app, &request, Needs::Admin).await?;
         let id = client_id(&request)?;
-        let patch = ClientPatch::from_json(&json_body(&request)?)?;
+        let patch = ClientPatch::from_json(&json_body(&request, body_limit::ADMIN)?)?;
         app.clients
             .patch(id, &patch, deadline(&request).into())
             .await

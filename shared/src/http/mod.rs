@@ -189,15 +189,39 @@ pub fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
     response
 }
 
-/// The body as JSON, whatever its `Content-Type`; an empty body is `{}`.
-/// Anything that is not JSON is a 422 under `body`.
-fn json_body(request: &Request) -> Result<Value, Error> {
+/// The most a body may weigh (SPEC §16), checked after the key and
+/// before any parsing: 413 `payload_too_large` beyond.
+pub mod body_limit {
+    /// Hold (and, with SPEC §17–18, move and waiting-list) bodies.
+    pub const BOOKING: usize = 1024;
+    /// `POST /slots`: one slot or a batch.
+    pub const SLOTS: usize = 256 * 1024;
+    /// Every other admin body.
+    pub const ADMIN: usize = 8 * 1024;
+}
+
+/// The body's bytes, if it weighs at most `limit`.
+fn sized_body(request: &Request, limit: usize) -> Result<&[u8], Error> {
     let bytes: &[u8] = match request.body() {
         Body::Empty => b"",
         Body::Text(text) => text.as_bytes(),
         Body::Binary(bytes) => bytes,
         _ => b"",
     };
+    if bytes.len() > limit {
+        return Err(Error::PayloadTooLarge {
+            size: bytes.len(),
+            limit,
+        });
+    }
+    Ok(bytes)
+}
+
+/// The body as JSON, whatever its `Content-Type`; an empty body is `{}`.
+/// Over `limit` bytes it is a 413, unread; anything that is not JSON is a
+/// 422 under `body`.
+fn json_body(request: &Request, limit: usize) -> Result<Value, Error> {
+    let bytes = sized_body(request, limit)?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Default::default()));
     }

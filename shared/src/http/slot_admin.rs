@@ -1,7 +1,9 @@
 //! `GET /slots/{id}` (any client), and `POST /slots`, `PATCH /slots/{id}`,
 //! `DELETE /slots/{id}` (admins only): the slot resource (SPEC §10).
 
-use super::{HandlerResult, caller, deadline, error_response, json, json_body, path_id};
+use super::{
+    HandlerResult, body_limit, caller, deadline, error_response, json, json_body, path_id,
+};
 use crate::App;
 use crate::clients::Needs;
 use crate::domain::SlotId;
@@ -15,7 +17,7 @@ use lambda_http::http::StatusCode;
 pub async fn create_slots(app: &App, request: Request) -> HandlerResult {
     let outcome = async {
         caller(app, &request, Needs::Admin).await?;
-        let new = NewSlots::from_json(&json_body(&request)?)?;
+        let new = NewSlots::from_json(&json_body(&request, body_limit::SLOTS)?)?;
         let slots = slots_for(app, &request).create(new.as_slice()).await?;
         Ok::<_, Error>((new, slots))
     }
@@ -45,7 +47,7 @@ pub async fn get_slot(app: &App, request: Request) -> HandlerResult {
 pub async fn update_slot(app: &App, request: Request) -> HandlerResult {
     let outcome = async {
         caller(app, &request, Needs::Admin).await?;
-        let change = SlotChange::from_json(&json_body(&request)?)?;
+        let change = SlotChange::from_json(&json_body(&request, body_limit::ADMIN)?)?;
         let id = slot_id(&request)?;
         slots_for(app, &request).update(id, &change).await
     }

@@ -12,14 +12,16 @@ use serde_json::Value;
 /// `POST /slots/{id}/hold` with an `Idempotency-Key` header and an
 /// optional body `{"quantity": n}`.
 pub async fn hold(app: &App, request: Request) -> HandlerResult {
-    // Checks run in the spec's order (§15.6): the caller, the header, the
-    // body, then the key (in the service), then the slot. An id that
+    // Checks run in the spec's order (§15.6): the caller, the body's size
+    // (§16), the header, the body, then the key (in the service), then the
+    // slot. An id that
     // cannot name a slot is a 404.
     let outcome = async {
         let caller = caller(app, &request, Needs::Booker).await?;
+        let body = super::sized_body(&request, super::body_limit::BOOKING)?;
         let key = idempotency_key(&request)?;
         let max = app.booking.rules().max_quantity;
-        let quantity = quantity(request.body(), max)?;
+        let quantity = quantity(body, max)?;
         let slot_id = path_id(&request, &["slots", "{id}", "hold"])
             .and_then(SlotId::parse)
             .ok_or(Error::NotFound("slot"))?;
