@@ -23,6 +23,12 @@
 //! rate), and a client loses at most one lease per environment when its
 //! traffic drops.
 //!
+//! **Refusals are local.** A refused client is refused again by this
+//! environment, without a round trip, until the wait the script gave has
+//! passed (SPEC §16: a client hammering past its limit costs the cache
+//! nothing more). The shared bucket could only have said the same: no
+//! token comes back before then.
+//!
 //! The cache down means no limit (fail open, with a warning): the limit
 //! protects capacity; the database's own guarantees never depend on it.
 
@@ -76,20 +82,66 @@ struct Lease {
     granted: u32,
     left: u32,
     until: Instant,
+    /// Refused by the bucket: no token before this.
+    refused_until: Option<Instant>,
+}
+
+/// What this environment decides alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Local {
+    /// A held token spent.
+    Spent,
+    /// Refused by the bucket a moment ago: still this long to wait.
+    Refused(Duration),
+    /// Ask the bucket for this many tokens.
+    Ask(u32),
 }
 
 impl Leases {
-    /// Spends one held token of `client` if it has one still valid; if not,
-    /// how many to ask the bucket for ([`next_lease`]).
-    fn spend(&self, client: ClientId, max: u32) -> Result<(), u32> {
+    /// Spends one held token of `client` if it has one still valid; if
+    /// not, the wait left from a recent refusal, or how many to ask the
+    /// bucket for ([`next_lease`]).
+    fn spend(&self, client: ClientId, max: u32) -> Local {
         let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
         let lease = leases.get_mut(&client);
+        if let Some(wait) = lease
+            .as_ref()
+            .and_then(|lease| lease.refused_until?.checked_duration_since(now))
+            .filter(|wait| !wait.is_zero())
+        {
+            return Local::Refused(wait);
+        }
         match lease {
-            Some(lease) if lease.left > 0 && Instant::now() < lease.until => {
+            Some(lease) if lease.left > 0 && now < lease.until => {
                 lease.left -= 1;
-                Ok(())
+                Local::Spent
             }
-            lease => Err(next_lease(lease.map(|l| *l), Instant::now(), max)),
+            lease => Local::Ask(next_lease(lease.map(|l| *l), now, max)),
+        }
+    }
+
+    /// Remembers that the bucket refused `client` for `wait`.
+    fn refuse(&self, client: ClientId, wait: Duration) {
+        let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        Self::bound(&mut leases, now);
+        let lease = leases.entry(client).or_insert(Lease {
+            granted: 1,
+            left: 0,
+            until: now,
+            refused_until: None,
+        });
+        lease.left = 0;
+        lease.refused_until = Some(now + wait);
+    }
+
+    /// At most a few thousand clients' entries: the stale go first.
+    fn bound(leases: &mut HashMap<ClientId, Lease>, now: Instant) {
+        if leases.len() > 4096 {
+            leases.retain(|_, lease| {
+                now < lease.until || lease.refused_until.is_some_and(|until| now < until)
+            });
         }
     }
 
@@ -97,14 +149,12 @@ impl Leases {
     /// spent by that request).
     fn keep(&self, client: ClientId, granted: u32, asked: Instant) {
         let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if leases.len() > 4096 {
-            let now = Instant::now();
-            leases.retain(|_, lease| now < lease.until);
-        }
+        Self::bound(&mut leases, Instant::now());
         let lease = Lease {
             granted,
             left: granted.saturating_sub(1),
             until: asked + LEASE_LIFETIME,
+            refused_until: None,
         };
         leases.insert(client, lease);
     }
@@ -170,7 +220,8 @@ impl AvailabilityCache {
         read: Option<&str>,
     ) -> (Admission, Option<Vec<u8>>) {
         let wanted = match self.leases.spend(limit.client, limit.max_lease()) {
-            Ok(()) => {
+            Local::Refused(wait) => return (Admission::Refused(wait), None),
+            Local::Spent => {
                 // A token already taken from the bucket: only the read is left.
                 return match read {
                     None => (Admission::Admitted, None),
@@ -180,7 +231,7 @@ impl AvailabilityCache {
                     },
                 };
             }
-            Err(wanted) => wanted,
+            Local::Ask(wanted) => wanted,
         };
         let bucket = self.keys.rate(limit.client);
         let mut invocation = ADMIT_SCRIPT.key(&bucket);
@@ -201,10 +252,11 @@ impl AvailabilityCache {
                 self.leases.keep(limit.client, granted, asked);
                 (Admission::Admitted, value)
             }
-            Some((_, retry_micros, _)) => (
-                Admission::Refused(Duration::from_micros(retry_micros)),
-                None,
-            ),
+            Some((_, retry_micros, _)) => {
+                let wait = Duration::from_micros(retry_micros);
+                self.leases.refuse(limit.client, wait);
+                (Admission::Refused(wait), None)
+            }
             None => {
                 // A lone failed command is a blip; a cache still failing is down.
                 if self.link.failing() {
@@ -263,6 +315,7 @@ mod tests {
             granted,
             left,
             until,
+            refused_until: None,
         };
         let live = now + Duration::from_millis(100);
         let gone = now - Duration::from_millis(1);
@@ -278,6 +331,27 @@ mod tests {
         // Never above the client's most, never 0.
         assert_eq!(next_lease(Some(lease(40, 0, gone)), now, 5), 5);
         assert_eq!(next_lease(None, now, 0), 1);
+    }
+
+    #[test]
+    fn a_refused_client_is_refused_here_until_its_wait_has_passed() {
+        let leases = Leases::default();
+        let (client, other) = (ClientId(7), ClientId(8));
+        assert_eq!(leases.spend(client, 5), Local::Ask(1));
+        leases.refuse(client, Duration::from_millis(80));
+        let Local::Refused(wait) = leases.spend(client, 5) else {
+            panic!("refused locally")
+        };
+        assert!(wait <= Duration::from_millis(80) && !wait.is_zero());
+        assert_eq!(leases.spend(other, 5), Local::Ask(1), "only that client");
+        std::thread::sleep(Duration::from_millis(90));
+        assert_eq!(
+            leases.spend(client, 5),
+            Local::Ask(1),
+            "then the bucket again"
+        );
+        leases.keep(client, 3, Instant::now());
+        assert_eq!(leases.spend(client, 5), Local::Spent, "a grant clears it");
     }
 
     #[test]

@@ -3,9 +3,15 @@
 //! A key look-up is cached per execution environment for at most
 //! [`Gate::LOOKUP_LIFETIME`], so a warm request pays no database round
 //! trip for it and a revocation takes effect within that time. Only a
-//! successful look-up is cached: a key just created works at once, and a
-//! stream of bad keys cannot fill the cache. Counted from before the query
-//! was sent, so an entry never outlives a revocation by more than that.
+//! successful look-up is cached: a key just created works at once. Counted
+//! from before the query was sent, so an entry never outlives a revocation
+//! by more than that.
+//!
+//! A key refused as unknown (or revoked) is refused again without a round
+//! trip for [`Gate::UNKNOWN_LIFETIME`] (SPEC §16), in a set of at most
+//! [`Gate::MAX_UNKNOWN`] keys: a flood of random keys costs the database
+//! one look-up per key and ten seconds, and the environment bounded
+//! memory. A key created after it was first tried may wait those 10 s.
 
 use super::key::{ApiKey, KeyHash};
 use super::{Caller, ClientId, Role};
@@ -41,6 +47,8 @@ pub struct Gate {
 #[derive(Default)]
 struct Known {
     entries: HashMap<KeyHash, (Caller, Instant)>,
+    /// Keys refused, and when their look-up was sent.
+    unknown: HashMap<KeyHash, Instant>,
 }
 
 const FIND_BY_KEY_HASH: &str = "SELECT id, role, rate_limit_per_second, max_held_seats, \
@@ -55,6 +63,10 @@ impl Gate {
     /// Environments see few distinct keys; a bound keeps a flood of valid
     /// keys from growing the map without end.
     const MAX_ENTRIES: usize = 4096;
+    /// How long a refused key is refused without a look-up.
+    pub const UNKNOWN_LIFETIME: Duration = Duration::from_secs(10);
+    /// 64-character hashes: about 1 MB at most.
+    pub const MAX_UNKNOWN: usize = 8192;
 
     pub fn new(pool: MySqlPool, access: Access, cache: Option<AvailabilityCache>) -> Self {
         Self {
@@ -110,7 +122,7 @@ impl Gate {
             }
             None => return Err(Error::Unauthenticated(Unauthenticated::Missing)),
         };
-        let caller = match self.cached(&hash) {
+        let caller = match self.cached(&hash)? {
             Some(caller) => caller,
             None => self.look_up(hash, deadline).await?,
         };
@@ -123,10 +135,34 @@ impl Gate {
         Ok(caller)
     }
 
-    fn cached(&self, hash: &KeyHash) -> Option<Caller> {
+    /// What this environment still knows of the key: its caller, or that
+    /// it was refused (401 again, no round trip).
+    fn cached(&self, hash: &KeyHash) -> Result<Option<Caller>, Error> {
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        let (caller, at) = known.entries.get(hash)?;
-        (at.elapsed() < Self::LOOKUP_LIFETIME).then_some(*caller)
+        if known
+            .unknown
+            .get(hash)
+            .is_some_and(|at| at.elapsed() < Self::UNKNOWN_LIFETIME)
+        {
+            return Err(Error::Unauthenticated(Unauthenticated::Rejected));
+        }
+        Ok(known
+            .entries
+            .get(hash)
+            .filter(|(_, at)| at.elapsed() < Self::LOOKUP_LIFETIME)
+            .map(|(caller, _)| *caller))
+    }
+
+    fn remember_unknown(&self, hash: KeyHash, asked_at: Instant) {
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let unknown = &mut known.unknown;
+        if unknown.len() >= Self::MAX_UNKNOWN {
+            unknown.retain(|_, at| at.elapsed() < Self::UNKNOWN_LIFETIME);
+            if unknown.len() >= Self::MAX_UNKNOWN {
+                unknown.clear();
+            }
+        }
+        unknown.insert(hash, asked_at);
     }
 
     async fn look_up(
@@ -143,6 +179,7 @@ impl Gate {
         })?;
         // Unknown and revoked answer alike.
         let Some((id, role, rate, held_cap, _)) = row.filter(|(.., revoked)| !revoked) else {
+            self.remember_unknown(hash, asked_at);
             return Err(Error::Unauthenticated(Unauthenticated::Rejected));
         };
         let role = Role::parse(&role).ok_or_else(|| {
@@ -204,6 +241,30 @@ fn bearer(authorization: Option<&str>) -> Result<Option<ApiKey>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn refused_keys_are_remembered_ten_seconds_in_bounded_memory() {
+        let pool = sqlx::MySqlPool::connect_lazy("mysql://nobody@127.0.0.1:1/none").unwrap();
+        let gate = Gate::new(pool, Access::default(), None);
+        let now = Instant::now();
+        let refused = |gate: &Gate, key: &str| {
+            matches!(
+                gate.cached(&KeyHash::of(key)),
+                Err(Error::Unauthenticated(Unauthenticated::Rejected))
+            )
+        };
+        gate.remember_unknown(KeyHash::of("a"), now);
+        assert!(refused(&gate, "a"));
+        assert!(!refused(&gate, "b"), "only the key refused");
+        let old = now - Gate::UNKNOWN_LIFETIME;
+        gate.remember_unknown(KeyHash::of("c"), old);
+        assert!(!refused(&gate, "c"), "forgotten after 10 s");
+        for i in 0..3 * Gate::MAX_UNKNOWN {
+            gate.remember_unknown(KeyHash::of(&i.to_string()), now);
+            let known = gate.known.lock().unwrap();
+            assert!(known.unknown.len() <= Gate::MAX_UNKNOWN);
+        }
+    }
 
     #[test]
     fn only_a_bearer_key_of_the_right_shape_is_read() {
