@@ -108,6 +108,10 @@ pub async fn hold(
             .bind(key)
             .bind(slot)
             .bind(slot)
+            // The slot's share per client (the bench's slots have none).
+            .bind(slot)
+            .bind(client)
+            .bind(slot)
             .fetch_one(pool)
             .await?;
     if key_hold.is_some() {
@@ -165,6 +169,7 @@ pub async fn hold(
         .bind(key)
         .bind(ttl_micros)
         .bind(slot)
+        .bind(false) // no share checked: the insert guards against one
         .execute(&mut *tx)
         .await?;
     if inserted.rows_affected() == 0 {
@@ -344,6 +349,7 @@ pub async fn seed_hold(
         .bind(key)
         .bind(ttl_micros)
         .bind(slot)
+        .bind(false) // no share checked: the insert guards against one
         .execute(&mut *tx)
         .await?;
     if inserted.rows_affected() == 0 {

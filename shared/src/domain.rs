@@ -183,6 +183,9 @@ pub struct Slot {
     pub confirmed: u32,
     pub held: u32,
     pub remaining: u32,
+    /// The most seats one client may have on this slot (SPEC §16); `None`:
+    /// no limit.
+    pub max_seats_per_client: Option<u32>,
     #[serde(serialize_with = "utc_micros")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "utc_micros")]

@@ -43,6 +43,14 @@ pub enum Error {
     },
     #[error("slot {0} has no remaining capacity")]
     CapacityExhausted(SlotId),
+    /// The hold would take the client over the slot's share per client
+    /// (SPEC §16): `seats` is what it has on the slot now.
+    #[error("the client has {seats} of slot {slot}'s {share} seats per client")]
+    SlotClientLimitReached {
+        slot: SlotId,
+        share: u32,
+        seats: u64,
+    },
     /// The hold would take the client over its cap on seats in active
     /// holds (SPEC §16): `held` is what it holds now.
     #[error("the client holds {held} of its {cap} seats")]
@@ -139,6 +147,7 @@ impl Error {
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::CapacityExhausted(_) => "capacity_exhausted",
             Self::HoldLimitReached { .. } => "hold_limit_reached",
+            Self::SlotClientLimitReached { .. } => "slot_client_limit_reached",
             Self::HoldCancelled(_) => "hold_cancelled",
             Self::HoldExpired(_) => "hold_expired",
             Self::HoldConfirmed(_) => "hold_confirmed",
@@ -171,6 +180,7 @@ impl Error {
             Self::MethodNotAllowed { .. } => 405,
             Self::CapacityExhausted(_)
             | Self::HoldLimitReached { .. }
+            | Self::SlotClientLimitReached { .. }
             | Self::HoldCancelled(_)
             | Self::HoldExpired(_)
             | Self::HoldConfirmed(_)
@@ -203,6 +213,10 @@ impl Error {
                 allow.join(", ")
             ),
             Self::CapacityExhausted(id) => format!("Slot {id} has no remaining capacity."),
+            Self::SlotClientLimitReached { slot, share, seats } => format!(
+                "Slot {slot} allows at most {share} seats per client, held or booked; this \
+                 client has {seats} there."
+            ),
             Self::HoldLimitReached { cap, held } => format!(
                 "This client may have at most {cap} seats in active holds and has {held}; \
                  confirm, cancel or let some expire first."

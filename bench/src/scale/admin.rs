@@ -63,6 +63,7 @@ pub(super) async fn slot_admin(
                             starts_at,
                             ends_at: starts_at + chrono::Duration::hours(1),
                             capacity: CAPACITY,
+                            max_seats_per_client: None,
                         }
                     })
                     .collect();

@@ -1,5 +1,9 @@
 //! Hold: claim `quantity` seats of a slot, all or nothing, for the hold TTL.
 
+use super::fair::{
+    ClientCheck, Precheck, Verdict, answer, incomplete, over_cap, over_share, share_precheck,
+    share_verdict,
+};
 use super::reclaim::reclaim_locked;
 use super::sql::{find_by_id, find_by_key, lock_slot};
 use super::written::Written;
@@ -14,13 +18,14 @@ use crate::telemetry::{self, Metric};
 use sqlx::MySql;
 use sqlx::pool::PoolConnection;
 
-/// The pre-check's first three columns, shared by both of its forms.
+/// The pre-check's columns but the cap's, shared by both of its forms.
 macro_rules! hold_precheck {
     () => {
         concat!(
             "SELECT (SELECT id FROM holds WHERE client_id = ? AND idempotency_key = ?) AS key_hold, (",
             slot_bookable!(),
-            ") AS bookable, (SELECT starts_at <= UTC_TIMESTAMP(6) FROM slots WHERE id = ?) AS closed"
+            ") AS bookable, (SELECT starts_at <= UTC_TIMESTAMP(6) FROM slots WHERE id = ?) AS closed, ",
+            share_precheck!()
         )
     };
 }
@@ -68,8 +73,9 @@ impl Booking {
 
     /// The hold's statements, in the order [`Booking::hold`] sends them
     /// (public so that the bench's raw sequences send these very strings).
-    /// The pre-check: the key's hold, the slot's bookable figure and
-    /// whether it has started.
+    /// The pre-check: the key's hold, the slot's bookable figure, whether
+    /// it has started, and its share per client with this client's seats
+    /// on it (`fair.rs`).
     pub const HOLD_PRECHECK: &'static str =
         concat!(hold_precheck!(), ", CAST(NULL AS SIGNED) AS client_held");
     /// The same for a client with a cap, with the seats of its active
@@ -107,11 +113,14 @@ impl Booking {
     pub const HOLD_CLAIM_RECLAIMED: &'static str = "UPDATE slots SET held = held + ? WHERE id = ?";
     /// Sent under the slot's lock: its `now` follows the watermark, so the
     /// new hold is counted (D), and "has the slot started?" is decided at a
-    /// moment of the lock (no row: it has). It may wait on the key's UNIQUE
-    /// index, but only ever after the slot's lock was granted.
+    /// moment of the lock (no row: it has). The last bind is whether the
+    /// share was checked under the lock; if not (the pre-check saw none),
+    /// a share set since also leaves no row, and is checked then. It may
+    /// wait on the key's UNIQUE index, but only ever after the slot's lock
+    /// was granted.
     pub const HOLD_INSERT: &'static str = "INSERT INTO holds (slot_id, client_id, quantity, idempotency_key, status, expires_at, created_at, updated_at) \
          SELECT id, ?, ?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) \
-         FROM slots WHERE id = ? AND starts_at > UTC_TIMESTAMP(6)";
+         FROM slots WHERE id = ? AND starts_at > UTC_TIMESTAMP(6) AND (max_seats_per_client IS NULL OR ?)";
 
     async fn hold_once(
         &self,
@@ -150,12 +159,15 @@ impl Booking {
             .bind(client.0)
             .bind(key.as_str())
             .bind(slot_id.0)
+            .bind(slot_id.0)
+            .bind(slot_id.0)
+            .bind(client.0)
             .bind(slot_id.0);
         if cap.is_some() {
             precheck = precheck.bind(client.0);
         }
-        let (key_hold, bookable, closed, client_held): Precheck =
-            precheck.fetch_one(&mut **conn).await?;
+        let seen: Precheck = precheck.fetch_one(&mut **conn).await?;
+        let (key_hold, bookable, closed) = (seen.key_hold, seen.bookable, seen.closed);
         if let Some(id) = key_hold {
             let hold = find_by_id(&mut **conn, HoldId(id)).await?;
             return found(hold.ok_or(Error::HoldNotFound(HoldId(id)))?);
@@ -180,9 +192,11 @@ impl Booking {
         if bookable.is_some_and(|bookable| bookable < i64::from(quantity)) {
             return Err(Error::CapacityExhausted(slot_id));
         }
-        // Only for a slot that exists (SPEC §19.1: 404 first).
+        // The slot's share, then the client's cap (SPEC §19.1), only for a
+        // slot that exists (404 first).
         if bookable.is_some()
-            && let Some(refused) = over_cap(cap, client_held, quantity)
+            && let Some(refused) = over_share(slot_id, seen.share, seen.slot_seats, quantity)
+                .or_else(|| over_cap(cap, seen.client_held, quantity))
         {
             return Err(refused);
         }
@@ -238,8 +252,21 @@ impl Booking {
                 .execute(&mut *tx)
                 .await?;
         }
+        // 2c. The slot's share, after the capacity (SPEC §19.1), under the
+        //     slot's lock: every hold, confirm and cancel of this slot
+        //     waits for it, so the seats counted are final.
+        let share_checked = seen.share.is_some();
+        if share_checked {
+            match share_verdict(&mut tx, client, key, slot_id, quantity).await? {
+                Verdict::Pass => {}
+                ended => {
+                    tx.rollback().await?; // the claim
+                    return answer(conn, ended, found).await;
+                }
+            }
+        }
         if cap.is_some() {
-            // 2c. The cap, after the capacity (SPEC §19.1), under both
+            // 2d. The cap, after the share (SPEC §19.1), under both
             //     locks. A same-key hold committed before our client lock
             //     is this request's lost attempt or its twin: a replay.
             let check: ClientCheck = sqlx::query_as(Self::HOLD_CLIENT_CHECK)
@@ -253,9 +280,7 @@ impl Booking {
             // which decides nothing (503, retried by the client).
             let (Some(held), Some(closed)) = (check.held, check.closed) else {
                 tx.rollback().await?; // the claim
-                return Err(Error::Unavailable(sqlx::Error::Protocol(
-                    "the client check came back incomplete".into(),
-                )));
+                return Err(incomplete("client"));
             };
             let refused = match check.key_hold {
                 Some(_) => None,
@@ -275,14 +300,33 @@ impl Booking {
         // 3. Insert. A concurrent request with the same key waits here on
         //    the UNIQUE index until we commit, then fails and replays us.
         let ttl_micros = i64::try_from(self.hold_ttl.as_micros()).unwrap_or(i64::MAX);
-        let inserted = sqlx::query(Self::HOLD_INSERT)
-            .bind(client.0)
-            .bind(quantity)
-            .bind(key.as_str())
-            .bind(ttl_micros)
-            .bind(slot_id.0)
-            .execute(&mut *tx)
-            .await;
+        let mut share_checked = share_checked;
+        let inserted = loop {
+            let inserted = sqlx::query(Self::HOLD_INSERT)
+                .bind(client.0)
+                .bind(quantity)
+                .bind(key.as_str())
+                .bind(ttl_micros)
+                .bind(slot_id.0)
+                .bind(share_checked)
+                .execute(&mut *tx)
+                .await;
+            if share_checked || !matches!(&inserted, Ok(done) if done.rows_affected() == 0) {
+                break inserted;
+            }
+            // 3a. No row: the slot started, or a share was set after the
+            //     pre-check. The share is decided now, under the lock; the
+            //     insert then runs again without its guard (no row again:
+            //     the slot started).
+            share_checked = true;
+            match share_verdict(&mut tx, client, key, slot_id, quantity).await? {
+                Verdict::Pass => {}
+                ended => {
+                    tx.rollback().await?; // the claim
+                    return answer(conn, ended, found).await;
+                }
+            }
+        };
         let id = match inserted {
             Ok(done) if done.rows_affected() == 1 => HoldId(done.last_insert_id()),
             Ok(_) => {
@@ -318,24 +362,6 @@ impl Booking {
             created: true,
         })
     }
-}
-
-/// The pre-check's row: the key's hold, the slot's bookable seats,
-/// whether it started, and a capped client's active seats.
-type Precheck = (Option<u64>, Option<i64>, Option<bool>, Option<i64>);
-
-#[derive(sqlx::FromRow)]
-struct ClientCheck {
-    held: Option<i64>,
-    key_hold: Option<u64>,
-    closed: Option<bool>,
-}
-
-/// 409 `hold_limit_reached` when `quantity` more seats would take a client
-/// with `cap` over it, `held` being what it has in active holds.
-fn over_cap(cap: Option<u32>, held: Option<i64>, quantity: u32) -> Option<Error> {
-    let (cap, held) = (cap?, u64::try_from(held?).unwrap_or(0));
-    (held + u64::from(quantity) > u64::from(cap)).then_some(Error::HoldLimitReached { cap, held })
 }
 
 /// What a hold request asks for: with the client and the key, the

@@ -8,6 +8,7 @@ mod sql;
 mod cancel;
 mod confirm;
 mod extend;
+mod fair;
 mod hold;
 mod read;
 mod reclaim;

@@ -62,4 +62,19 @@ macro_rules! client_held {
     };
 }
 
-pub(crate) use {active_hold, client_held, expired_but_counted, slot_bookable};
+/// The seats one client has on one slot, in confirmed bookings and active
+/// holds, which the slot's share bounds (SPEC §16), for a slot aliased `s`:
+/// two ranges of `(slot_id, client_id, status, expires_at)`, as many rows
+/// as the share allows plus the expired holds not yet given back.
+macro_rules! slot_client_seats {
+    () => {
+        concat!(
+            "SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h ",
+            "FORCE INDEX (holds_slot_id_client_id_status_expires_at_index) ",
+            "WHERE h.slot_id = s.id AND h.client_id = ? AND (h.status = 'confirmed' ",
+            "OR (h.status = 'held' AND h.expires_at > UTC_TIMESTAMP(6)))"
+        )
+    };
+}
+
+pub(crate) use {active_hold, client_held, expired_but_counted, slot_bookable, slot_client_seats};

@@ -194,9 +194,9 @@ mod tests {
         // UPDATE, CREATE INDEX; sweeper_checked_at: one ALTER; api_clients:
         // CREATE TABLE, INSERT anonymous, ALTER holds; hold_quantity: one
         // ALTER; availability_indexes: one ALTER; events: 2 tables and the
-        // feed's row; events_commit: one procedure; client_held_seats: two
-        // ALTERs.
-        assert_eq!(counts, vec![2, 3, 1, 3, 1, 1, 3, 1, 2]);
+        // feed's row; events_commit: one procedure; client_held_seats and
+        // slot_client_share: two ALTERs each.
+        assert_eq!(counts, vec![2, 3, 1, 3, 1, 1, 3, 1, 2, 2]);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! is serialised with all of them; its decisions use figures and a `now`
 //! read after the lock (docs/DESIGN.md, "Slots administered").
 
-use super::input::{NewSlot, SlotChange, order_message};
+use super::input::{NewSlot, SlotChange, order_message, share_message};
 use super::{Committed, Slots, ledger};
 use crate::booking::reclaim_locked;
 use crate::db;
@@ -22,7 +22,10 @@ use sqlx::{Connection, MySql, MySqlConnection, QueryBuilder};
 /// change is checked against. A locking read: no snapshot yet, and no
 /// clock (its `now` would predate the lock wait).
 pub const LOCK_FOR_CHANGE: &str =
-    "SELECT capacity, starts_at, ends_at FROM slots WHERE id = ? FOR UPDATE";
+    "SELECT capacity, starts_at, ends_at, max_seats_per_client FROM slots WHERE id = ? FOR UPDATE";
+
+/// [`LOCK_FOR_CHANGE`]'s row: capacity, times and share.
+type Locked = (u32, DateTime<Utc>, DateTime<Utc>, Option<u32>);
 
 /// The change, in one statement. `remaining` moves by the capacity's delta
 /// (bound signed; the figures it was decided on were read under this
@@ -31,7 +34,8 @@ pub const LOCK_FOR_CHANGE: &str =
 /// left to right, and it must not see the new capacity (it does not read
 /// it anyway).
 pub const CHANGE_SLOT: &str = "UPDATE slots SET remaining = CAST(remaining AS SIGNED) + ?, \
-     capacity = ?, starts_at = ?, ends_at = ?, updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
+     capacity = ?, starts_at = ?, ends_at = ?, max_seats_per_client = ?, \
+     updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
 
 /// After the lock, so its `now` lies inside the lock: the seats of the
 /// slot's confirmed holds and of its active holds, from the holds table
@@ -111,13 +115,15 @@ async fn create_once(
 ) -> Result<Committed<Vec<Slot>>, Error> {
     let mut tx = conn.begin().await?;
     let mut insert = QueryBuilder::<MySql>::new(
-        "INSERT INTO slots (starts_at, ends_at, capacity, remaining, created_at, updated_at) ",
+        "INSERT INTO slots (starts_at, ends_at, capacity, remaining, max_seats_per_client, \
+         created_at, updated_at) ",
     );
     insert.push_values(new, |mut row, slot| {
         row.push_bind(slot.starts_at.naive_utc())
             .push_bind(slot.ends_at.naive_utc())
             .push_bind(slot.capacity)
             .push_bind(slot.capacity)
+            .push_bind(slot.max_seats_per_client)
             .push("UTC_TIMESTAMP(6)")
             .push("UTC_TIMESTAMP(6)");
     });
@@ -146,8 +152,17 @@ async fn create_once(
     };
     let as_inserted = slots.len() == new.len()
         && slots.iter().zip(new).all(|(slot, asked)| {
-            (slot.starts_at, slot.ends_at, slot.capacity)
-                == (asked.starts_at, asked.ends_at, asked.capacity)
+            (
+                slot.starts_at,
+                slot.ends_at,
+                slot.capacity,
+                slot.max_seats_per_client,
+            ) == (
+                asked.starts_at,
+                asked.ends_at,
+                asked.capacity,
+                asked.max_seats_per_client,
+            )
         });
     if !as_inserted {
         tracing::error!(
@@ -173,11 +188,11 @@ async fn update_once(
 ) -> Result<Committed<Slot>, Error> {
     let mut tx = conn.begin().await?;
     // 1. The slot's row lock, first: no snapshot exists before it.
-    let locked: Option<(u32, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(LOCK_FOR_CHANGE)
+    let locked: Option<Locked> = sqlx::query_as(LOCK_FOR_CHANGE)
         .bind(id.0)
         .fetch_optional(&mut *tx)
         .await?;
-    let Some((capacity, stored_starts, stored_ends)) = locked else {
+    let Some((capacity, stored_starts, stored_ends, stored_share)) = locked else {
         return Err(Error::SlotNotFound(id));
     };
     // 2. The times against the stored other field, under the lock: no
@@ -187,6 +202,17 @@ async fn update_once(
     if ends_at <= starts_at {
         let (field, message) = order_message(change.ends_at.is_some());
         return Err(Error::invalid(field, message));
+    }
+    // The share against the capacity the slot will have. Lowering it below
+    // what a client already has refuses that client's new holds only
+    // (SPEC §16), like a lowered cap.
+    let share = change.max_seats_per_client.unwrap_or(stored_share);
+    let new_capacity = change.capacity.unwrap_or(capacity);
+    if let Some(share) = share.filter(|share| *share > new_capacity) {
+        return Err(Error::invalid(
+            "max_seats_per_client",
+            share_message(share, new_capacity),
+        ));
     }
     // 3. The reclaim (under the lock we hold): its count takes a `now`
     //    after the lock and subtracts the holds expired since the
@@ -198,7 +224,6 @@ async fn update_once(
         .await?
         .ok_or(Error::SlotNotFound(id))?;
     let confirmed = capacity.saturating_sub(counters.remaining);
-    let new_capacity = change.capacity.unwrap_or(capacity);
     let committed = u64::from(confirmed) + u64::from(counters.held);
     if u64::from(new_capacity) < committed {
         // Keep the reclaim: it is correct, and it shortens later scans.
@@ -219,6 +244,7 @@ async fn update_once(
         .bind(new_capacity)
         .bind(starts_at.naive_utc())
         .bind(ends_at.naive_utc())
+        .bind(share)
         .bind(id.0)
         .execute(&mut *tx)
         .await?;

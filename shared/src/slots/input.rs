@@ -17,7 +17,9 @@ pub const MAX_BATCH: usize = 500;
 /// The largest capacity a slot may have.
 pub const MAX_CAPACITY: u32 = 1_000_000;
 
-const FIELDS: [&str; 3] = ["starts_at", "ends_at", "capacity"];
+const FIELDS: [&str; 4] = ["starts_at", "ends_at", "capacity", SHARE];
+/// The per-slot share (SPEC §16): null (no limit) or 1 to the capacity.
+const SHARE: &str = "max_seats_per_client";
 
 /// One slot to create: `ends_at > starts_at`, capacity 1 to
 /// [`MAX_CAPACITY`], times in UTC.
@@ -26,6 +28,8 @@ pub struct NewSlot {
     pub starts_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
     pub capacity: u32,
+    /// `None`: no limit.
+    pub max_seats_per_client: Option<u32>,
 }
 
 /// A `POST /slots` body: one object (answered with one slot) or an array
@@ -97,6 +101,8 @@ pub struct SlotChange {
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
     pub capacity: Option<u32>,
+    /// `Some(None)`: the limit removed.
+    pub max_seats_per_client: Option<Option<u32>>,
 }
 
 impl SlotChange {
@@ -107,7 +113,8 @@ impl SlotChange {
         if fields.is_empty() {
             return Err(Error::invalid(
                 "body",
-                "The body must change at least one of starts_at, ends_at and capacity.",
+                "The body must change at least one of starts_at, ends_at, capacity and \
+                 max_seats_per_client.",
             ));
         }
         let mut errors = FieldErrors::new();
@@ -115,14 +122,19 @@ impl SlotChange {
         let starts_at = optional(fields, "starts_at", None, &mut errors, instant);
         let ends_at = optional(fields, "ends_at", None, &mut errors, instant);
         let capacity = optional(fields, "capacity", None, &mut errors, capacity);
+        let max_seats_per_client = optional(fields, SHARE, None, &mut errors, share);
         if let (Some(starts_at), Some(ends_at)) = (starts_at, ends_at) {
             order(starts_at, ends_at, None, &mut errors);
+        }
+        if let (Some(capacity), Some(Some(share))) = (capacity, max_seats_per_client) {
+            within_capacity(share, capacity, None, &mut errors);
         }
         if errors.is_empty() {
             Ok(Self {
                 starts_at,
                 ends_at,
                 capacity,
+                max_seats_per_client,
             })
         } else {
             Err(Error::Validation(errors))
@@ -152,15 +164,45 @@ fn new_slot(
     let starts_at = required(fields, "starts_at", index, errors, instant);
     let ends_at = required(fields, "ends_at", index, errors, instant);
     let capacity = required(fields, "capacity", index, errors, capacity);
+    // Absent or null: no limit; a bad value is an error already.
+    let max_seats_per_client = optional(fields, SHARE, index, errors, share).flatten();
     let (starts_at, ends_at, capacity) = (starts_at?, ends_at?, capacity?);
     if !order(starts_at, ends_at, index, errors) {
+        return None;
+    }
+    if let Some(share) = max_seats_per_client
+        && !within_capacity(share, capacity, index, errors)
+    {
         return None;
     }
     Some(NewSlot {
         starts_at,
         ends_at,
         capacity,
+        max_seats_per_client,
     })
+}
+
+/// A share no larger than the capacity, else an error under its field.
+fn within_capacity(
+    share: u32,
+    capacity: u32,
+    index: Option<usize>,
+    errors: &mut FieldErrors,
+) -> bool {
+    if share <= capacity {
+        return true;
+    }
+    fail(errors, name(index, SHARE), share_message(share, capacity));
+    false
+}
+
+/// Also used under the slot's lock, against the stored capacity.
+pub fn share_message(share: u32, capacity: u32) -> String {
+    format!(
+        "The max_seats_per_client ({share}) must not exceed the capacity ({capacity}); \
+         change both together."
+    )
 }
 
 /// `ends_at > starts_at`, else an error under `ends_at`.
@@ -244,6 +286,16 @@ fn capacity(value: &Value) -> Result<u32, Cow<'static, str>> {
         .filter(|n| (1..=u64::from(MAX_CAPACITY)).contains(n))
         .map(|n| n as u32)
         .ok_or_else(|| format!("must be an integer from 1 to {MAX_CAPACITY}").into())
+}
+
+/// `null` (no limit: `None`) or 1 to [`MAX_CAPACITY`].
+fn share(value: &Value) -> Result<Option<u32>, Cow<'static, str>> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    capacity(value)
+        .map(Some)
+        .map_err(|_| "must be null or an integer from 1 to the capacity".into())
 }
 
 /// `capacity`, or `3.capacity` inside a batch.

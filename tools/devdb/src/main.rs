@@ -58,6 +58,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 starts_at: day + chrono::Duration::hours(hour),
                 ends_at: day + chrono::Duration::hours(hour + 1),
                 capacity,
+                max_seats_per_client: None,
             })
             .collect();
         app.slots.create(&windows).await?;
