@@ -78,7 +78,9 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
         release: false,
         log_prefix: "telemetry-watch",
         auth_mode: "api-key",
-        application_log_level: Some("INFO"),
+        // The most a deploy can ask for (`LogLevel=trace`): every line a
+        // dependency writes below INFO would be here.
+        application_log_level: Some("TRACE"),
     })
     .await
     .expect("cargo lambda watch");
@@ -196,7 +198,9 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
         .await;
     run.send("POST /slots", post.clone(), "/slots", b, &[], slot)
         .await;
-    let new = Some(json!({"name": "ops-made", "role": "booker"}));
+    // A body's canary: a name no answer of the run logs.
+    let canary = format!("ops-made-{}", uuid::Uuid::new_v4().simple());
+    let new = Some(json!({"name": canary, "role": "booker"}));
     let (status, client) = run
         .send("POST /clients", post.clone(), "/clients", a, &[], new)
         .await;
@@ -218,6 +222,18 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
     run.send("GET /clients", get.clone(), "/clients", a, &[], None)
         .await;
     let revoke = format!("/clients/{}", made_client.id.0);
+    let limits = Some(json!({"max_held_seats": 7}));
+    let (status, patched) = run
+        .send(
+            "PATCH /clients/{id}",
+            patch.clone(),
+            &revoke,
+            a,
+            &[],
+            limits,
+        )
+        .await;
+    assert_eq!(status, 200, "{patched}");
     run.send(
         "DELETE /clients/{id}",
         delete.clone(),
@@ -281,6 +297,14 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
     assert!(
         !log.contains(&password),
         "the database password is in the log: {see}"
+    );
+    assert!(
+        !log.contains(&canary),
+        "a request body is in the log: {see}"
+    );
+    assert!(
+        !log.to_ascii_lowercase().contains("authorization"),
+        "a request's headers are in the log: {see}"
     );
     assert!(
         log.contains(&format!("mysql://{user}:***@")),

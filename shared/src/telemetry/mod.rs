@@ -7,6 +7,12 @@
 //! `LoggingConfig.ApplicationLogLevel` sets), else `RUST_LOG` (an
 //! `EnvFilter`, default `info`). Lines are JSON whatever
 //! `AWS_LAMBDA_LOG_FORMAT` says: the SPEC wants JSON, also under `make dev`.
+//!
+//! Nothing leaks at any level (SPEC §16): below INFO, only this service's
+//! own targets are written. The Lambda runtime logs every raw event at
+//! TRACE (the `Authorization` header and the body in it), and other
+//! dependencies' DEBUG and TRACE lines are theirs to change; none of them
+//! passes, whatever `LogLevel` or `RUST_LOG` asks.
 
 mod format;
 mod invocation;
@@ -16,22 +22,31 @@ pub use invocation::{client, count, hold_refused, invoke, refused};
 pub use metrics::Metric;
 
 use std::sync::OnceLock;
+use tracing::{Level, Metadata};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::fmt::format::JsonFields;
+use tracing_subscriber::prelude::*;
 
 /// Installs the global subscriber once; later calls do nothing.
 pub fn init() {
     one_at_a_time_is_no_news();
-    let _ = tracing_subscriber::fmt()
+    let lines = tracing_subscriber::fmt::layer()
         .fmt_fields(JsonFields::new())
         .event_format(format::Lines {
             function: function_name(),
         })
-        .with_env_filter(filter(
+        .with_filter(filter(
             std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().as_deref(),
             std::env::var("RUST_LOG").ok().as_deref(),
         ))
-        .try_init();
+        .with_filter(filter_fn(ours_below_info));
+    let _ = tracing_subscriber::registry().with(lines).try_init();
+}
+
+/// INFO and above from anyone; DEBUG and TRACE from this service only.
+fn ours_below_info(metadata: &Metadata<'_>) -> bool {
+    *metadata.level() <= Level::INFO || metadata.target().starts_with("shared")
 }
 
 /// `cargo lambda watch` starts every function process with
@@ -103,6 +118,42 @@ fn filter(lambda_level: Option<&str>, rust_log: Option<&str>) -> EnvFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn below_info_only_this_service_is_written() {
+        use tracing::callsite::Identifier;
+        use tracing::field::FieldSet;
+        use tracing::metadata::Kind;
+        struct Site;
+        impl tracing::callsite::Callsite for Site {
+            fn set_interest(&self, _: tracing::subscriber::Interest) {}
+            fn metadata(&self) -> &Metadata<'_> {
+                unimplemented!()
+            }
+        }
+        static SITE: Site = Site;
+        let meta = |target: &'static str, level: Level| {
+            Metadata::new(
+                "event",
+                target,
+                level,
+                None,
+                None,
+                None,
+                FieldSet::new(&[], Identifier(&SITE)),
+                Kind::EVENT,
+            )
+        };
+        let raw_event = meta("lambda_runtime::layers::api_response", Level::TRACE);
+        assert!(!ours_below_info(&raw_event), "the runtime's raw events");
+        assert!(!ours_below_info(&meta(
+            "hyper::proto::h1::role",
+            Level::DEBUG
+        )));
+        assert!(ours_below_info(&meta("lambda_runtime", Level::INFO)));
+        assert!(ours_below_info(&meta("sqlx::query", Level::WARN)));
+        assert!(ours_below_info(&meta("shared::booking", Level::TRACE)));
+    }
 
     #[test]
     fn lambdas_level_wins_over_rust_log_and_fatal_is_error() {
