@@ -389,10 +389,20 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
         ("CounterRepairs", 1),
         ("SweepSlotsFailed", 0),
         ("HoldsDeleted", 0),
+        // Holds of 300 s: none expired during the run.
+        ("HoldsExpiredUnconfirmed", 0),
+        ("SeatsExpiredUnconfirmed", 0),
     ]
     .into_iter()
     .filter(|(name, n)| {
-        *n > 0 || ["CounterRepairs", "SweepSlotsFailed", "HoldsDeleted"].contains(name)
+        let heartbeat = [
+            "CounterRepairs",
+            "SweepSlotsFailed",
+            "HoldsDeleted",
+            "HoldsExpiredUnconfirmed",
+            "SeatsExpiredUnconfirmed",
+        ];
+        *n > 0 || heartbeat.contains(name)
     })
     .map(|(name, n)| (name.to_string(), n))
     .collect();

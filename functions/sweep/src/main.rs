@@ -57,5 +57,24 @@ async fn sweep(app: &shared::App, deadline: SystemTime) -> Result<Value, Error> 
     telemetry::count(Metric::CounterRepairs, report.repaired);
     telemetry::count(Metric::SweepSlotsFailed, report.failed);
     telemetry::count(Metric::HoldsDeleted, report.deleted);
-    Ok(json!(report))
+    // Who let holds expire unconfirmed since the last run (SPEC §16): one
+    // line, the ten clients with the most seats first.
+    let hoarding = match Box::pin(app.booking.hoarding_report()).await {
+        Ok(hoarding) => hoarding,
+        Err(err) => {
+            telemetry::refused(err.reason(), &err, true);
+            return Err(err.into());
+        }
+    };
+    telemetry::count(Metric::HoldsExpiredUnconfirmed, hoarding.holds);
+    telemetry::count(Metric::SeatsExpiredUnconfirmed, hoarding.seats);
+    tracing::info!(
+        holds = hoarding.holds,
+        seats = hoarding.seats,
+        top = %json!(hoarding.top),
+        "holds expired unconfirmed"
+    );
+    let mut answer = json!(report);
+    answer["expired_unconfirmed"] = json!(hoarding);
+    Ok(answer)
 }

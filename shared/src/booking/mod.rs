@@ -9,12 +9,14 @@ mod cancel;
 mod confirm;
 mod extend;
 mod fair;
+mod hoarding;
 mod hold;
 mod read;
 mod reclaim;
 mod sweep;
 mod written;
 
+pub use hoarding::{ClientExpired, Hoarding};
 pub(crate) use reclaim::reclaim_locked;
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, HoldRow, LOCK_HOLD, LOCK_SLOT};

@@ -42,6 +42,10 @@ pub enum Metric {
     CounterRepairs,
     SweepSlotsFailed,
     HoldsDeleted,
+    /// Holds that ended unconfirmed at their expiry, and their seats: what
+    /// a hoarder leaves behind (SPEC §16), counted once each by the sweep.
+    HoldsExpiredUnconfirmed,
+    SeatsExpiredUnconfirmed,
     /// The publisher's backlog when a run ends: numbered events not sent.
     EventsUnsent,
     /// How long the oldest of them has waited, in seconds (0: none).
@@ -49,7 +53,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 17] = [
+    pub const ALL: [Metric; 19] = [
         Metric::HoldsCreated,
         Metric::SeatsHeld,
         Metric::SeatsConfirmed,
@@ -65,6 +69,8 @@ impl Metric {
         Metric::CounterRepairs,
         Metric::SweepSlotsFailed,
         Metric::HoldsDeleted,
+        Metric::HoldsExpiredUnconfirmed,
+        Metric::SeatsExpiredUnconfirmed,
         Metric::EventsUnsent,
         Metric::EventsUnsentAge,
     ];
@@ -87,6 +93,8 @@ impl Metric {
             Metric::CounterRepairs => "CounterRepairs",
             Metric::SweepSlotsFailed => "SweepSlotsFailed",
             Metric::HoldsDeleted => "HoldsDeleted",
+            Metric::HoldsExpiredUnconfirmed => "HoldsExpiredUnconfirmed",
+            Metric::SeatsExpiredUnconfirmed => "SeatsExpiredUnconfirmed",
             Metric::EventsUnsent => "EventsUnsent",
             Metric::EventsUnsentAge => "EventsUnsentAge",
         }
