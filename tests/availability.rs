@@ -597,16 +597,17 @@ async fn slots_from(db: &TestDb, start_minutes: i64, count: usize) -> Vec<u64> {
     ids
 }
 
-/// A window with more index entries than `SMALL_WINDOW` is walked along
-/// the primary key, its first page from the window's smallest id: below
-/// it lie 20,000 ended slots that neither the not-ended default nor the
-/// window may list or skip into. Slots come and go meanwhile.
+/// A window with more index entries than the scan limit is walked along
+/// the primary key, a range of `AVAILABILITY_SCAN_LIMIT` ids a page: below
+/// it lie 20,000 ended slots that the not-ended default must not list (its
+/// first pages examine them and come back empty, with `next`) and the
+/// window must. Slots come and go meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_window_is_walked_along_the_primary_key_and_sees_every_lasting_slot_once() {
-    use shared::slots::availability::SMALL_WINDOW;
+    use shared::slots::availability::DEFAULT_SCAN;
     let db = TestDb::new().await;
     let ended = slots_from(&db, -30 * 24 * 60, 20_000).await;
-    let live = slots_from(&db, 24 * 60, SMALL_WINDOW as usize + 2_000).await;
+    let live = slots_from(&db, 24 * 60, DEFAULT_SCAN as usize + 2_000).await;
     let doomed: Vec<u64> = live.iter().copied().step_by(97).collect();
     let lasting: BTreeSet<u64> = live
         .iter()

@@ -363,10 +363,12 @@ pub async fn seed_hold(
 pub type ProjectionRow = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>, DateTime<Utc>);
 
 /// The availability projection, the service's one query: the first page
-/// of the slots not ended (after id 0, 1,000 and one more).
+/// of the slots not ended (after id 0, among the first 10,000 ids, 1,000
+/// and one more).
 pub async fn projection(pool: &MySqlPool) -> Result<Vec<ProjectionRow>> {
     sqlx::query_as(Booking::PROJECTION)
         .bind(0_u64)
+        .bind(10_000_u64)
         .bind(1001_u32)
         .fetch_all(pool)
         .await

@@ -116,7 +116,8 @@ impl App {
         let pool = booking.pool().clone();
         let gate = Gate::new(pool.clone(), config.access, booking.cache().cloned());
         Self {
-            slots: Slots::new(pool.clone(), booking.cache().cloned()),
+            slots: Slots::new(pool.clone(), booking.cache().cloned())
+                .with_scan(config.holds.availability_scan),
             feed: events::Feed::new(pool.clone()),
             publish_trigger: None,
             sdk: None,

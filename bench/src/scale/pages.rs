@@ -48,6 +48,7 @@ pub(super) async fn pages(
             filters: shared::slots::cursor::Filters { available, ..week },
             limit: 1000,
             cursor: None,
+            scan: shared::slots::availability::DEFAULT_SCAN,
         };
         let env = env.clone();
         let sample = measure::run(1, Budget::Time(timing.seconds), move |_| {
@@ -186,6 +187,7 @@ async fn walk(env: &Env, filters: shared::slots::cursor::Filters) -> Result<(Sam
             filters,
             limit: 1000,
             cursor,
+            scan: shared::slots::availability::DEFAULT_SCAN,
         };
         let took = Instant::now();
         env.admit().await.map_err(|e| e.to_string())?;

@@ -139,7 +139,11 @@ impl Booking {
         // none (its default would otherwise start later, past the cut below).
         let compute = || async {
             self.projections.fetch_add(1, Ordering::Relaxed);
-            Query::first_page().page(&self.pool, deadline).await
+            let query = Query {
+                scan: self.rules.availability_scan,
+                ..Query::first_page()
+            };
+            query.page(&self.pool, deadline).await
         };
         let served = async {
             match &self.cache {
@@ -167,7 +171,8 @@ impl Booking {
             .await?)
     }
 
-    /// The statement of the call without parameters (binds: `0`, `1001`).
+    /// The statement of the call without parameters on a large window
+    /// (binds: `0`, `10000`, `1001`).
     pub const PROJECTION: &'static str = crate::slots::availability::FIRST_PAGE;
 
     /// The first page of the slots that have not ended (by the database's
@@ -176,9 +181,11 @@ impl Booking {
     /// its cost does not grow with the number of active holds.
     pub async fn availability(&self) -> Result<Vec<SlotAvailability>, Error> {
         self.projections.fetch_add(1, Ordering::Relaxed);
-        let (slots, _) = Query::first_page()
-            .slots(&self.pool, self.deadline())
-            .await?;
+        let query = Query {
+            scan: self.rules.availability_scan,
+            ..Query::first_page()
+        };
+        let (slots, _) = query.slots(&self.pool, self.deadline()).await?;
         Ok(slots)
     }
 

@@ -24,6 +24,11 @@ pub struct HoldRules {
     /// reaches the bus at least once). Unset (no bus, as locally): age
     /// alone decides.
     pub events_published: bool,
+    /// `AVAILABILITY_SCAN_LIMIT` (SPEC §16): the most slots one page of the
+    /// availability list examines. Not a rule of holds: it rides with them
+    /// to the booking service, which computes the cached first page, and
+    /// to the slot service.
+    pub availability_scan: u32,
 }
 
 pub const DAY: Duration = Duration::from_secs(86_400);
@@ -36,6 +41,7 @@ impl Default for HoldRules {
             retention: 7 * DAY,
             event_retention: 7 * DAY,
             events_published: false,
+            availability_scan: 10_000,
         }
     }
 }
@@ -84,7 +90,15 @@ impl HoldRules {
             1..=3650,
             "an integer number of days from 1 to 3650",
         )?;
+        let availability_scan = integer(
+            lookup,
+            "AVAILABILITY_SCAN_LIMIT",
+            defaults.availability_scan.into(),
+            100..=1_000_000,
+            "an integer from 100 to 1000000",
+        )?;
         Ok(Self {
+            availability_scan: u32::try_from(availability_scan).unwrap_or(u32::MAX),
             event_retention: DAY * u32::try_from(event_retention_days).unwrap_or(u32::MAX),
             max_quantity: u32::try_from(max_quantity).unwrap_or(u32::MAX),
             max_lifetime: Duration::from_secs(max_lifetime),
@@ -126,8 +140,11 @@ mod tests {
             ("HOLD_MAX_LIFETIME_SECONDS", "600"),
             ("HOLD_RETENTION_DAYS", "1"),
             ("EVENT_RETENTION_DAYS", "30"),
+            ("AVAILABILITY_SCAN_LIMIT", "500"),
         ])
         .unwrap();
+        assert_eq!(read.availability_scan, 500);
+        assert_eq!(HoldRules::default().availability_scan, 10_000);
         assert_eq!(read.max_quantity, 5);
         assert_eq!(read.max_lifetime, Duration::from_secs(600));
         assert_eq!(read.retention, DAY);
@@ -149,6 +166,8 @@ mod tests {
             ("EVENT_RETENTION_DAYS", "0"),
             ("EVENT_RETENTION_DAYS", "3651"),
             ("HOLD_MAX_LIFETIME_SECONDS", "0"),
+            ("AVAILABILITY_SCAN_LIMIT", "99"),
+            ("AVAILABILITY_SCAN_LIMIT", "1000001"),
         ] {
             let err = rules(&[(key, bad)]).unwrap_err();
             assert_eq!((err.key, err.value.as_deref()), (key, Some(bad)));

@@ -7,7 +7,7 @@ use crate::cache::{CacheStatus, Served};
 use crate::clients::Needs;
 use crate::domain::parse_instant;
 use crate::error::{Error, FieldErrors, sent_name};
-use crate::slots::availability::{MAX_LIMIT, Query};
+use crate::slots::availability::{DEFAULT_SCAN, MAX_LIMIT, Query};
 use crate::slots::cursor::{Cursor, CursorError, Filters};
 use crate::telemetry::{self, Metric};
 use chrono::SecondsFormat;
@@ -223,10 +223,12 @@ pub(super) fn parse_query(parameters: &[(String, String)]) -> Result<Query, Erro
         _ => None,
     };
     if errors.is_empty() {
+        // The scan limit is the slot service's (`Slots::availability`).
         Ok(Query {
             filters,
             limit,
             cursor,
+            scan: DEFAULT_SCAN,
         })
     } else {
         Err(Error::Validation(errors))

@@ -8,6 +8,14 @@
 //! the last id served, and the "not ended" default is decided against the
 //! `now` of the first page, carried by the cursor. `available=true` is a
 //! property of the moment each page is read (seats come and go).
+//!
+//! A page examines at most `scan` slots (`AVAILABILITY_SCAN_LIMIT`, SPEC
+//! §16), so no request costs the database more than that, whatever the
+//! table holds and however few slots match: a large window is walked along
+//! the primary key one id range of `scan` ids at a time (so at most `scan`
+//! rows), and a page that found fewer matches than its limit in its range
+//! still links to the next range while slots remain beyond it (DynamoDB's
+//! `LastEvaluatedKey` after 1 MB examined, even when nothing matched).
 
 use super::Slots;
 use super::cursor::{Cursor, Filters};
@@ -42,16 +50,18 @@ macro_rules! bookable_signed {
     };
 }
 
-/// See [`Query::sql`]: a window with fewer entries than this in its index
-/// is read from that index (a few milliseconds at this size).
-pub const SMALL_WINDOW: u32 = 20_000;
+/// The default of `AVAILABILITY_SCAN_LIMIT`: the most slots a page
+/// examines. A window with fewer entries than this in its index is read
+/// from that index (see [`Query::sql`]).
+pub const DEFAULT_SCAN: u32 = 10_000;
 
 /// Where a page's ids come from (see [`Query::sql`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Plan {
     /// The window's own index, forced, its entries sorted by id.
     Window,
-    /// The primary key, from the cursor's id, the window as a filter.
+    /// The primary key, the `scan` ids after the cursor's, the window as a
+    /// filter.
     Keyset,
 }
 
@@ -66,6 +76,8 @@ pub struct Query {
     /// 1 to [`MAX_LIMIT`].
     pub limit: u32,
     pub cursor: Option<Cursor>,
+    /// The most slots the page examines (`AVAILABILITY_SCAN_LIMIT`).
+    pub scan: u32,
 }
 
 impl Query {
@@ -76,6 +88,7 @@ impl Query {
             filters: Filters::default(),
             limit: MAX_LIMIT,
             cursor: None,
+            scan: DEFAULT_SCAN,
         }
     }
 
@@ -103,30 +116,18 @@ impl Query {
         sql
     }
 
-    /// How many entries the window's index holds, up to [`SMALL_WINDOW`]:
-    /// read from that index alone, at most that many entries. Not after the
+    /// How many entries the window's index holds, up to `scan`: read from
+    /// that index alone, at most that many entries. Not after the
     /// cursor: in a window's index the ids already served are not a range
     /// to skip but scattered through it (at its start, when ids follow
     /// time), so that count would cost every page the entries before it.
     fn probe_sql(&self) -> String {
         format!(
             "SELECT COUNT(*) FROM (SELECT s.id FROM slots s FORCE INDEX ({}) WHERE s.id > 0{} \
-             LIMIT {SMALL_WINDOW}) w",
+             LIMIT {}) w",
             self.window_index(),
-            self.window()
-        )
-    }
-
-    /// The smallest id in the window, from the window's index alone: where
-    /// the first page of a large window starts its walk along the primary
-    /// key, rather than walking through every slot below the window. It
-    /// costs the window's entries once per walk; the later pages start
-    /// after their cursor.
-    fn seek_sql(&self) -> String {
-        format!(
-            "SELECT MIN(s.id) FROM slots s FORCE INDEX ({}) WHERE s.id > 0{}",
-            self.window_index(),
-            self.window()
+            self.window(),
+            self.scan
         )
     }
 
@@ -137,15 +138,15 @@ impl Query {
     /// only those rows are read and projected.
     ///
     /// Where the ids come from is the plan. A small window (fewer than
-    /// [`SMALL_WINDOW`] entries in its index, by the probe) is read
-    /// from its own index, forced: the optimiser, which cannot know that
-    /// ids follow time, would rather walk the primary key from the start,
-    /// through every slot before the window (330 ms for a week at 1 M
-    /// slots). A larger one is walked along the primary key from the last
-    /// id (a first page from the window's smallest id: [`Query::seek_sql`]):
-    /// reading its whole index and sorting it would cost every page the
-    /// whole window (300 ms for a year), while the walk reads about a page
-    /// of rows once it is inside the window.
+    /// `scan` entries in its index, by the probe) is read from its own
+    /// index, forced: the optimiser, which cannot know that ids follow
+    /// time, would rather walk the primary key from the start, through
+    /// every slot before the window (330 ms for a week at 1 M slots). A
+    /// larger one is walked along the primary key, `scan` ids at a time
+    /// after the last id: reading its whole index to find where it starts,
+    /// or to sort it, would cost a page the whole window (0.5 s for all of
+    /// 1 M slots), and an unbounded walk through slots that do not match
+    /// (full ones, with `available=true`) would cost it the whole table.
     fn sql(&self, plan: Plan) -> String {
         let mut sql = String::from(PAGE_SELECT);
         match plan {
@@ -154,7 +155,7 @@ impl Query {
                 sql.push_str(self.window_index());
                 sql.push_str(") WHERE s.id > ?");
             }
-            Plan::Keyset => sql.push_str(" FROM slots s WHERE s.id > ?"),
+            Plan::Keyset => sql.push_str(" FROM slots s WHERE s.id > ? AND s.id <= ?"),
         }
         sql.push_str(&self.window());
         if self.filters.available {
@@ -164,18 +165,22 @@ impl Query {
         sql
     }
 
-    /// Binds the cursor's id and the window's instants, in statement order.
+    /// Binds the cursor's id (and the range's end), then the window's
+    /// instants, in statement order.
     /// Bound as DATETIME, the columns' type: a TIMESTAMP parameter (how
     /// sqlx sends a `DateTime<Utc>`) cannot hold a time after 2038, and
     /// such a window would match nothing.
     fn bind_window<'q, O>(
         &self,
         query: sqlx::query::QueryAs<'q, sqlx::MySql, O, sqlx::mysql::MySqlArguments>,
-        after: Option<u64>,
+        range: Option<(u64, Option<u64>)>,
     ) -> sqlx::query::QueryAs<'q, sqlx::MySql, O, sqlx::mysql::MySqlArguments> {
         let mut query = query;
-        if let Some(after) = after {
+        if let Some((after, until)) = range {
             query = query.bind(after);
+            if let Some(until) = until {
+                query = query.bind(until);
+            }
         }
         match (self.filters.from, self.cursor.and_then(|c| c.now)) {
             (Some(from), _) => query = query.bind(from.naive_utc()),
@@ -189,49 +194,52 @@ impl Query {
     }
 
     /// Up to `limit + 1` rows (one more than the page, to know whether
-    /// another page may follow). The probe only chooses the plan; both
-    /// plans give the same rows. The page is a plain read: its snapshot and
-    /// its `now` are taken as it starts.
+    /// another page may follow), and, for a walk whose range ended before
+    /// the page filled, where the next range starts if slots remain beyond
+    /// it (with a `now` for a walk that has none yet). The probe only
+    /// chooses the plan; both give the same matches. The page is a plain
+    /// read: its snapshot and its `now` are taken as it starts.
     async fn run(
         &self,
         pool: &MySqlPool,
         deadline: tokio::time::Instant,
-    ) -> Result<Vec<Row>, Error> {
+    ) -> Result<Scanned, Error> {
         let probe = self.probe_sql();
-        let seek = self.seek_sql();
         db::transact!(pool, "availability", deadline, |conn| {
             let (entries,): (i64,) = self
                 .bind_window(sqlx::query_as(sqlx::AssertSqlSafe(probe.as_str())), None)
                 .fetch_one(&mut *conn)
                 .await?;
-            let plan = if entries < i64::from(SMALL_WINDOW) {
+            let plan = if entries < i64::from(self.scan) {
                 Plan::Window
             } else {
                 Plan::Keyset
             };
-            let after = match (plan, self.cursor) {
-                (_, Some(cursor)) => cursor.after.0,
-                (Plan::Window, None) => 0,
-                (Plan::Keyset, None) => {
-                    let (first,): (Option<u64>,) = self
-                        .bind_window(sqlx::query_as(sqlx::AssertSqlSafe(seek.as_str())), None)
-                        .fetch_one(&mut *conn)
-                        .await?;
-                    match first {
-                        Some(first) => first - 1,
-                        None => return Ok(Vec::new()),
-                    }
-                }
+            let after = self.cursor.map_or(0, |cursor| cursor.after.0);
+            let until = match plan {
+                Plan::Window => None,
+                Plan::Keyset => Some(after.saturating_add(u64::from(self.scan))),
             };
             let sql = self.sql(plan);
-            Ok(self
+            let rows: Vec<Row> = self
                 .bind_window(
                     sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str())),
-                    Some(after),
+                    Some((after, until)),
                 )
                 .bind(self.limit.saturating_add(1))
                 .fetch_all(&mut *conn)
-                .await?)
+                .await?;
+            let mut resume = None;
+            if let Some(until) = until
+                && rows.len() <= self.limit as usize
+            {
+                let (now, beyond): (DateTime<Utc>, bool) = sqlx::query_as(BEYOND)
+                    .bind(until)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                resume = beyond.then_some((until, now));
+            }
+            Ok(Scanned { rows, resume })
         })
     }
 
@@ -241,20 +249,29 @@ impl Query {
         pool: &MySqlPool,
         deadline: tokio::time::Instant,
     ) -> Result<(Vec<SlotAvailability>, Option<Cursor>), Error> {
-        let mut rows = self.run(pool, deadline).await?;
+        let Scanned { mut rows, resume } = self.run(pool, deadline).await?;
         let more = rows.len() > self.limit as usize;
         rows.truncate(self.limit as usize);
-        let next = match rows.last() {
-            Some(last) if more => Some(Cursor {
-                after: SlotId(last.0),
-                // The walk's `now`: the first page's, kept by every page.
-                now: match self.filters.from {
-                    Some(_) => None,
-                    None => Some(self.cursor.and_then(|c| c.now).unwrap_or(last.5)),
-                },
-            }),
+        // After the page's last slot when it is full, else after the last id
+        // its range examined while slots remain beyond it.
+        let after = match (rows.last(), resume) {
+            (Some(last), _) if more => Some(last.0),
+            (_, Some((until, _))) => Some(until),
             _ => None,
         };
+        // The walk's `now`: the first page's, kept by every page.
+        let now = self
+            .cursor
+            .and_then(|c| c.now)
+            .or(rows.last().map(|last| last.5))
+            .or(resume.map(|(_, now)| now));
+        let next = after.map(|after| Cursor {
+            after: SlotId(after),
+            now: match self.filters.from {
+                Some(_) => None,
+                None => now,
+            },
+        });
         let slots = rows
             .into_iter()
             .map(
@@ -311,25 +328,42 @@ const PAGE_SELECT: &str = concat!(
 
 const PAGE_END: &str = " ORDER BY s.id LIMIT ?) page JOIN slots s ON s.id = page.id ORDER BY s.id";
 
-/// The first page without parameters, as [`Query::first_page`] runs it:
-/// binds `0` (after no id) and `1001` (the page and one more).
+/// The first page without parameters, as [`Query::first_page`] runs it on
+/// a large window: binds `0` (after no id), `10000` (the ids it may
+/// examine) and `1001` (the page and one more).
 pub const FIRST_PAGE: &str = concat!(
     "SELECT s.id, s.capacity, CAST(GREATEST(",
     bookable_signed!(),
     ", 0) AS UNSIGNED) AS bookable, s.starts_at, s.ends_at, UTC_TIMESTAMP(6) AS now ",
     "FROM (SELECT s.id",
-    " FROM slots s WHERE s.id > ? AND s.ends_at > UTC_TIMESTAMP(6)",
+    " FROM slots s WHERE s.id > ? AND s.id <= ? AND s.ends_at > UTC_TIMESTAMP(6)",
     " ORDER BY s.id LIMIT ?) page JOIN slots s ON s.id = page.id ORDER BY s.id"
 );
 
+/// After a range that did not fill its page: whether any slot lies beyond
+/// it (one dive into the primary key), and a `now` for a walk without one.
+const BEYOND: &str = "SELECT UTC_TIMESTAMP(6), EXISTS(SELECT 1 FROM slots WHERE id > ?)";
+
 /// `(id, capacity, bookable, starts_at, ends_at, now)`
 type Row = (u64, u32, u64, DateTime<Utc>, DateTime<Utc>, DateTime<Utc>);
+
+/// What a page read: its rows, and where the next range starts (with the
+/// `now` of that read) when its own ended before the page filled and
+/// slots remain beyond it.
+struct Scanned {
+    rows: Vec<Row>,
+    resume: Option<(u64, DateTime<Utc>)>,
+}
 
 impl Slots {
     /// One page of the availability list, from the database (calls with
     /// parameters are not cached: docs/DESIGN.md, "Availability at any
     /// size").
     pub async fn availability(&self, query: &Query) -> Result<Page, Error> {
+        let query = Query {
+            scan: self.scan,
+            ..*query
+        };
         query.page(self.pool(), self.deadline()).await
     }
 }

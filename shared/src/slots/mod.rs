@@ -45,6 +45,8 @@ pub struct Slots {
     cache: Option<AvailabilityCache>,
     /// When the caller must have its answer.
     deadline: Deadline,
+    /// `AVAILABILITY_SCAN_LIMIT`.
+    scan: u32,
 }
 
 impl Slots {
@@ -53,7 +55,13 @@ impl Slots {
             pool,
             cache,
             deadline: Deadline::default(),
+            scan: availability::DEFAULT_SCAN,
         }
+    }
+
+    /// The most slots a page of the availability list examines.
+    pub fn with_scan(self, scan: u32) -> Self {
+        Self { scan, ..self }
     }
 
     /// This service, answering by `deadline`.
