@@ -125,9 +125,7 @@ impl Bench {
             name: "bench".into(),
             role: Role::Booker,
             rate_limit_per_second: Some(RATE),
-            // The benches measure the service without a cap, but for the
-            // one that compares a capped client with this one.
-            max_held_seats: Some(0),
+            max_held_seats: Some(0), // the benches measure no cap
         };
         let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
         let made = ClientAdmin::new(admin.clone())
