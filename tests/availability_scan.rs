@@ -89,3 +89,51 @@ async fn pages_of_full_slots_stop_at_the_scan_limit_and_the_walk_still_sees_ever
     assert!(empty > 0, "a range without a match still links on");
     db.drop().await;
 }
+
+/// `to` alone bounds `starts_at`, which the not-ended default's index
+/// (`ends_at`) does not hold: its probe must count that index's entries
+/// read, not the matches, or a window of few matches among many slots not
+/// ended would be read whole from the index on every page.
+#[tokio::test]
+async fn a_window_bounded_by_to_alone_is_still_walked_a_range_at_a_time() {
+    let db = TestDb::new().await;
+    let rules = HoldRules {
+        availability_scan: SCAN,
+        ..HoldRules::default()
+    };
+    let app = db.app_with_rules(AuthMode::Open, Duration::from_secs(300), rules);
+    // 1,000 slots not ended; one in ten starts within the day.
+    let mut soon = Vec::new();
+    for i in 0..1000i64 {
+        let hours = if i % 10 == 0 { 2 } else { 48 + i };
+        let id = sqlx::query(
+            "INSERT INTO slots (starts_at, ends_at, capacity, remaining) VALUES \
+             (UTC_TIMESTAMP() + INTERVAL ? HOUR, UTC_TIMESTAMP() + INTERVAL ? HOUR, 1, 1)",
+        )
+        .bind(hours)
+        .bind(hours + 1)
+        .execute(&db.admin)
+        .await
+        .unwrap()
+        .last_insert_id();
+        if i % 10 == 0 {
+            soon.push(id);
+        }
+    }
+    let to = (chrono::Utc::now() + chrono::Duration::hours(24)).format("%Y-%m-%dT%H:%M:%SZ");
+    let mut query = Some(format!("to={to}&limit=1000"));
+    let (mut seen, mut pages) = (Vec::new(), 0);
+    while let Some(q) = query {
+        let (ids, next) = page(http::availability(&app, request(&q)).await.unwrap());
+        seen.extend(ids);
+        pages += 1;
+        query = next;
+        assert!(pages <= 20, "the walk ends");
+    }
+    assert_eq!(seen, soon, "every match once, in id order");
+    assert!(
+        pages >= 1000 / SCAN as usize,
+        "{pages} pages: read a range at a time"
+    );
+    db.drop().await;
+}

@@ -102,22 +102,30 @@ impl Query {
     }
 
     /// The window's conditions after `s.id > ?`, binds in the order of
-    /// [`Query::bind_window`].
-    fn window(&self) -> String {
+    /// [`Query::bind_window`]. `in_index`: only those its index holds
+    /// (`to` bounds `starts_at`, which the not-ended default's `ends_at`
+    /// index does not), so that a count read from the index alone stops
+    /// after that many entries read, not matched.
+    fn window(&self, in_index: bool) -> String {
         let mut sql = String::new();
         match (self.filters.from, self.cursor.and_then(|c| c.now)) {
             (Some(_), _) => sql.push_str(" AND s.starts_at >= ?"),
             (None, Some(_)) => sql.push_str(" AND s.ends_at > ?"),
             (None, None) => sql.push_str(" AND s.ends_at > UTC_TIMESTAMP(6)"),
         }
-        if self.filters.to.is_some() {
+        if self.to_bound(in_index) {
             sql.push_str(" AND s.starts_at < ?");
         }
         sql
     }
 
-    /// How many entries the window's index holds, up to `scan`: read from
-    /// that index alone, at most that many entries. Not after the
+    /// Whether `to` is one of the window's conditions (see [`Query::window`]).
+    fn to_bound(&self, in_index: bool) -> bool {
+        self.filters.to.is_some() && (!in_index || self.filters.from.is_some())
+    }
+
+    /// How many entries the window's index range holds, up to `scan`:
+    /// read from that index alone, at most that many entries. Not after the
     /// cursor: in a window's index the ids already served are not a range
     /// to skip but scattered through it (at its start, when ids follow
     /// time), so that count would cost every page the entries before it.
@@ -126,7 +134,7 @@ impl Query {
             "SELECT COUNT(*) FROM (SELECT s.id FROM slots s FORCE INDEX ({}) WHERE s.id > 0{} \
              LIMIT {}) w",
             self.window_index(),
-            self.window(),
+            self.window(true),
             self.scan
         )
     }
@@ -157,7 +165,7 @@ impl Query {
             }
             Plan::Keyset => sql.push_str(" FROM slots s WHERE s.id > ? AND s.id <= ?"),
         }
-        sql.push_str(&self.window());
+        sql.push_str(&self.window(false));
         if self.filters.available {
             sql.push_str(concat!(" AND ", bookable_signed!(), " > 0"));
         }
@@ -174,6 +182,7 @@ impl Query {
         &self,
         query: sqlx::query::QueryAs<'q, sqlx::MySql, O, sqlx::mysql::MySqlArguments>,
         range: Option<(u64, Option<u64>)>,
+        in_index: bool,
     ) -> sqlx::query::QueryAs<'q, sqlx::MySql, O, sqlx::mysql::MySqlArguments> {
         let mut query = query;
         if let Some((after, until)) = range {
@@ -187,7 +196,7 @@ impl Query {
             (None, Some(now)) => query = query.bind(now.naive_utc()),
             (None, None) => {}
         }
-        if let Some(to) = self.filters.to {
+        if let Some(to) = self.filters.to.filter(|_| self.to_bound(in_index)) {
             query = query.bind(to.naive_utc());
         }
         query
@@ -207,7 +216,11 @@ impl Query {
         let probe = self.probe_sql();
         db::transact!(pool, "availability", deadline, |conn| {
             let (entries,): (i64,) = self
-                .bind_window(sqlx::query_as(sqlx::AssertSqlSafe(probe.as_str())), None)
+                .bind_window(
+                    sqlx::query_as(sqlx::AssertSqlSafe(probe.as_str())),
+                    None,
+                    true,
+                )
                 .fetch_one(&mut *conn)
                 .await?;
             let plan = if entries < i64::from(self.scan) {
@@ -225,6 +238,7 @@ impl Query {
                 .bind_window(
                     sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str())),
                     Some((after, until)),
+                    false,
                 )
                 .bind(self.limit.saturating_add(1))
                 .fetch_all(&mut *conn)
