@@ -213,3 +213,50 @@ async fn a_share_set_while_a_hold_waits_for_the_slot_is_applied_to_it() {
     db.assert_counters_exact("after the late share").await;
     db.drop().await;
 }
+
+/// SPEC §19.1 under the lock too: a hold that passed its pre-check before
+/// the slot started, then got the slot's lock after the start and after
+/// the client's other hold filled its share, is `slot_closed`, not
+/// `slot_client_limit_reached`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn started_comes_before_the_share_under_the_lock() {
+    use slot_booking_tests::locks::EventsLock;
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(10).await;
+    set_share(&db, slot, Some(1)).await;
+    let lead = Duration::from_millis(1500);
+    sqlx::query(
+        "UPDATE slots SET starts_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id = ?",
+    )
+    .bind(i64::try_from(lead.as_micros()).unwrap())
+    .bind(slot.0)
+    .execute(&db.admin)
+    .await
+    .unwrap();
+    let starts = tokio::time::Instant::now() + lead;
+    let apps = db.warm_apps(2, Duration::from_secs(300)).await;
+    let (first_app, second_app) = (apps[0].clone(), apps[1].clone());
+    // The first hold decides before the start and waits to commit.
+    let events = EventsLock::take(&db).await;
+    let first = tokio::spawn(async move { hold(&first_app, slot.0, 1).await });
+    db.wait_for_lock_waiters(1).await;
+    // The second passed its pre-check (no seat of the client's committed
+    // yet) and waits for the slot's lock.
+    let second = tokio::spawn(async move { hold(&second_app, slot.0, 1).await });
+    db.wait_for_lock_waiters(2).await;
+    assert!(
+        tokio::time::Instant::now() < starts,
+        "both queued before the start"
+    );
+    tokio::time::sleep_until(starts + Duration::from_millis(200)).await;
+    events.release().await;
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    assert_eq!(first.0, 201, "{}", first.1);
+    assert_eq!(
+        (second.0, second.1["reason"].as_str()),
+        (409, Some("slot_closed")),
+        "{}",
+        second.1
+    );
+    db.drop().await;
+}

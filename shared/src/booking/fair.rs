@@ -6,19 +6,24 @@
 
 use super::HoldOutcome;
 use super::sql::find_by_id;
-use crate::db::counter::slot_client_seats;
+use crate::db::counter::{client_held, slot_client_seats};
 use crate::domain::{ClientId, Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::Error;
 use sqlx::MySqlConnection;
 
-/// Under the slot's lock, one statement with one `now`: the slot's share,
-/// the client's seats on the slot (only when it has a share: the count is
-/// bounded by it), and the key's hold (a row read: a replay is never
-/// refused). Binds: client, client, key, slot.
-pub const SHARE_CHECK: &str = concat!(
-    "SELECT s.max_seats_per_client AS share, IF(s.max_seats_per_client IS NULL, NULL, (",
+/// Under the slot's lock (and a capped client's row's), one statement with
+/// one `now`: whether the slot started, its share and the client's seats
+/// on it (counted only when it has a share: bounded by it), the client's
+/// active seats when it has a cap (bounded by the cap), and the key's hold
+/// (a row read: a replay is never refused). Binds: client, capped, client,
+/// client, key, slot.
+pub const LOCKED_CHECK: &str = concat!(
+    "SELECT s.starts_at <= UTC_TIMESTAMP(6) AS closed, s.max_seats_per_client AS share, ",
+    "IF(s.max_seats_per_client IS NULL, NULL, (",
     slot_client_seats!(),
-    ")) AS seats, k.id AS key_hold FROM slots s ",
+    ")) AS seats, IF(?, (",
+    client_held!(),
+    "), NULL) AS held, k.id AS key_hold FROM slots s ",
     "LEFT JOIN holds k ON k.client_id = ? AND k.idempotency_key = ? WHERE s.id = ?"
 );
 
@@ -49,13 +54,6 @@ pub(super) struct Precheck {
     pub(super) client_held: Option<i64>,
 }
 
-#[derive(sqlx::FromRow)]
-pub(super) struct ClientCheck {
-    pub(super) held: Option<i64>,
-    pub(super) key_hold: Option<u64>,
-    pub(super) closed: Option<bool>,
-}
-
 /// The answer to a verdict that ends the attempt, its claim rolled back:
 /// the key's hold (a replay), or the refusal.
 pub(super) async fn answer(
@@ -79,22 +77,28 @@ pub(super) enum Verdict {
 }
 
 #[derive(sqlx::FromRow)]
-struct ShareRow {
+struct LockedRow {
+    closed: Option<bool>,
     share: Option<u32>,
     seats: Option<i64>,
+    held: Option<i64>,
     key_hold: Option<u64>,
 }
 
-/// The share under the slot's lock, which every change of this slot's
-/// holds takes: the seats counted are final until this transaction ends.
-pub(super) async fn share_verdict(
+/// SPEC §19.1 under the locks, after the capacity: a replay first (§19.2),
+/// then started, the share, the cap (`None`: none to check). A figure that
+/// came back NULL (a scalar subquery cut short) decides nothing: 503.
+pub(super) async fn locked_verdict(
     conn: &mut MySqlConnection,
     client: ClientId,
+    cap: Option<u32>,
     key: &IdempotencyKey,
     slot: SlotId,
     quantity: u32,
 ) -> Result<Verdict, Error> {
-    let row: ShareRow = sqlx::query_as(SHARE_CHECK)
+    let row: LockedRow = sqlx::query_as(LOCKED_CHECK)
+        .bind(client.0)
+        .bind(cap.is_some())
         .bind(client.0)
         .bind(client.0)
         .bind(key.as_str())
@@ -105,15 +109,15 @@ pub(super) async fn share_verdict(
     if let Some(id) = row.key_hold {
         return Ok(Verdict::Replay(HoldId(id)));
     }
-    let Some(share) = row.share else {
-        return Ok(Verdict::Pass);
-    };
-    // NULL only if the count was cut short: it decides nothing.
-    let seats = row.seats.ok_or_else(|| incomplete("share"))?;
-    Ok(match over_share(slot, Some(share), Some(seats), quantity) {
-        Some(refused) => Verdict::Refuse(refused),
-        None => Verdict::Pass,
-    })
+    if row.closed.ok_or_else(|| incomplete("slot"))? {
+        return Ok(Verdict::Refuse(Error::SlotClosed(slot)));
+    }
+    if (row.share.is_some() && row.seats.is_none()) || (cap.is_some() && row.held.is_none()) {
+        return Err(incomplete("fair use"));
+    }
+    let refused = over_share(slot, row.share, row.seats, quantity)
+        .or_else(|| over_cap(cap, row.held, quantity));
+    Ok(refused.map_or(Verdict::Pass, Verdict::Refuse))
 }
 
 /// 409 `slot_client_limit_reached` when `quantity` more seats would take
@@ -139,7 +143,7 @@ pub(super) fn over_cap(cap: Option<u32>, held: Option<i64>, quantity: u32) -> Op
     (held + u64::from(quantity) > u64::from(cap)).then_some(Error::HoldLimitReached { cap, held })
 }
 
-pub(super) fn incomplete(what: &str) -> Error {
+fn incomplete(what: &str) -> Error {
     Error::Unavailable(sqlx::Error::Protocol(format!(
         "the {what} check came back incomplete"
     )))

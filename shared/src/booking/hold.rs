@@ -1,8 +1,7 @@
 //! Hold: claim `quantity` seats of a slot, all or nothing, for the hold TTL.
 
 use super::fair::{
-    ClientCheck, Precheck, Verdict, answer, incomplete, over_cap, over_share, share_precheck,
-    share_verdict,
+    Precheck, Verdict, answer, locked_verdict, over_cap, over_share, share_precheck,
 };
 use super::reclaim::reclaim_locked;
 use super::sql::{find_by_id, find_by_key, lock_slot};
@@ -86,17 +85,6 @@ impl Booking {
     /// of one client is serialised from here to its COMMIT, and it is the
     /// first statement, so no snapshot exists yet.
     pub const HOLD_LOCK_CLIENT: &'static str = "SELECT id FROM api_clients WHERE id = ? FOR UPDATE";
-    /// After both locks, one statement with one `now`: the client's active
-    /// seats (final: only its own holds and extensions, which wait for its
-    /// row, add to them), the key's hold, and whether the slot started.
-    pub const HOLD_CLIENT_CHECK: &'static str = concat!(
-        "SELECT (",
-        client_held!(),
-        ") AS held, (SELECT starts_at <= UTC_TIMESTAMP(6) FROM slots WHERE id = ?) AS closed, ",
-        // A row read, not a scalar subquery: a replay is never missed.
-        "k.id AS key_hold FROM (SELECT 1) AS one ",
-        "LEFT JOIN holds k ON k.client_id = ? AND k.idempotency_key = ?"
-    );
     /// The claim: a conditional increment of the held-seats counter by the
     /// quantity. It reads no clock (its `now` would predate its lock wait);
     /// the new figure comes back as the statement's insert id, which tells
@@ -252,12 +240,18 @@ impl Booking {
                 .execute(&mut *tx)
                 .await?;
         }
-        // 2c. The slot's share, after the capacity (SPEC §19.1), under the
-        //     slot's lock: every hold, confirm and cancel of this slot
-        //     waits for it, so the seats counted are final.
-        let share_checked = seen.share.is_some();
-        if share_checked {
-            match share_verdict(&mut tx, client, key, slot_id, quantity).await? {
+        // 2c. The rest of SPEC §19.1's order, after the capacity, under the
+        //     slot's lock (and a capped client's row): started, the slot's
+        //     share, the client's cap, in one statement. Every hold,
+        //     confirm and cancel of this slot waits for that lock, every
+        //     capped hold and extension of this client for that row: the
+        //     figures are final. A same-key hold committed before our locks
+        //     is this request's lost attempt or its twin: a replay. Sent
+        //     only when there is something to decide; a slot without a
+        //     share at the pre-check is guarded at the insert instead.
+        let mut checked = seen.share.is_some() || cap.is_some();
+        if checked {
+            match locked_verdict(&mut tx, client, cap, key, slot_id, quantity).await? {
                 Verdict::Pass => {}
                 ended => {
                     tx.rollback().await?; // the claim
@@ -265,42 +259,9 @@ impl Booking {
                 }
             }
         }
-        if cap.is_some() {
-            // 2d. The cap, after the share (SPEC §19.1), under both
-            //     locks. A same-key hold committed before our client lock
-            //     is this request's lost attempt or its twin: a replay.
-            let check: ClientCheck = sqlx::query_as(Self::HOLD_CLIENT_CHECK)
-                .bind(client.0)
-                .bind(slot_id.0)
-                .bind(client.0)
-                .bind(key.as_str())
-                .fetch_one(&mut *tx)
-                .await?;
-            // Each figure is a scalar subquery: NULL only if cut short,
-            // which decides nothing (503, retried by the client).
-            let (Some(held), Some(closed)) = (check.held, check.closed) else {
-                tx.rollback().await?; // the claim
-                return Err(incomplete("client"));
-            };
-            let refused = match check.key_hold {
-                Some(_) => None,
-                None if closed => Some(Error::SlotClosed(slot_id)),
-                None => over_cap(cap, Some(held), quantity),
-            };
-            if let Some(id) = check.key_hold {
-                tx.rollback().await?; // the claim
-                let hold = find_by_id(&mut **conn, HoldId(id)).await?;
-                return found(hold.ok_or(Error::HoldNotFound(HoldId(id)))?);
-            }
-            if let Some(refused) = refused {
-                tx.rollback().await?; // the claim
-                return Err(refused);
-            }
-        }
         // 3. Insert. A concurrent request with the same key waits here on
         //    the UNIQUE index until we commit, then fails and replays us.
         let ttl_micros = i64::try_from(self.hold_ttl.as_micros()).unwrap_or(i64::MAX);
-        let mut share_checked = share_checked;
         let inserted = loop {
             let inserted = sqlx::query(Self::HOLD_INSERT)
                 .bind(client.0)
@@ -308,18 +269,18 @@ impl Booking {
                 .bind(key.as_str())
                 .bind(ttl_micros)
                 .bind(slot_id.0)
-                .bind(share_checked)
+                .bind(checked)
                 .execute(&mut *tx)
                 .await;
-            if share_checked || !matches!(&inserted, Ok(done) if done.rows_affected() == 0) {
+            if checked || !matches!(&inserted, Ok(done) if done.rows_affected() == 0) {
                 break inserted;
             }
             // 3a. No row: the slot started, or a share was set after the
             //     pre-check. The share is decided now, under the lock; the
             //     insert then runs again without its guard (no row again:
             //     the slot started).
-            share_checked = true;
-            match share_verdict(&mut tx, client, key, slot_id, quantity).await? {
+            checked = true;
+            match locked_verdict(&mut tx, client, None, key, slot_id, quantity).await? {
                 Verdict::Pass => {}
                 ended => {
                     tx.rollback().await?; // the claim
