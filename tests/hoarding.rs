@@ -59,6 +59,7 @@ async fn each_hold_expired_unconfirmed_is_reported_once_per_client_most_seats_fi
     let confirmed = hold(&db, a, slot, 5).await;
     let cancelled = hold(&db, a, slot, 5).await;
     let recent = hold(&db, b, slot, 4).await;
+    let hidden = hold(&db, b, slot, 1).await;
     let app = db.app();
     let owner = caller(a);
     app.booking
@@ -67,7 +68,23 @@ async fn each_hold_expired_unconfirmed_is_reported_once_per_client_most_seats_fi
         .expect("confirm");
     app.booking.cancel(&owner, cancelled).await.expect("cancel");
     age(&db, &expired, 60).await;
-    age(&db, &[confirmed, cancelled], 60).await;
+    age(&db, &[confirmed], 60).await;
+    // Cancelled a second before it would have expired: not an expiry.
+    sqlx::query(
+        "UPDATE holds SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 60 SECOND, \
+         cancelled_at = UTC_TIMESTAMP(6) - INTERVAL 61 SECOND WHERE id = ?",
+    )
+    .bind(cancelled.0)
+    .execute(&db.admin)
+    .await
+    .unwrap();
+    // Expired, then cancelled: still a hold that expired unconfirmed.
+    age(&db, &[hidden], 60).await;
+    let cancel = app.booking.cancel(&caller(b), hidden).await;
+    assert!(
+        cancel.is_ok(),
+        "an expired hold may be cancelled: {cancel:?}"
+    );
     // Expired, but within the time a decision under a lock may still commit.
     age(&db, &[recent], 5).await;
 
@@ -75,8 +92,8 @@ async fn each_hold_expired_unconfirmed_is_reported_once_per_client_most_seats_fi
     assert_eq!(
         report,
         Hoarding {
-            holds: 4,
-            seats: 7,
+            holds: 5,
+            seats: 8,
             top: vec![
                 ClientExpired {
                     client_id: a.0,
@@ -85,8 +102,8 @@ async fn each_hold_expired_unconfirmed_is_reported_once_per_client_most_seats_fi
                 },
                 ClientExpired {
                     client_id: b.0,
-                    holds: 1,
-                    seats: 1
+                    holds: 2,
+                    seats: 2
                 },
             ],
         }
@@ -101,7 +118,7 @@ async fn each_hold_expired_unconfirmed_is_reported_once_per_client_most_seats_fi
         .await
         .unwrap();
     let later = app.booking.hoarding_report().await.expect("report");
-    assert_eq!((later.holds, later.seats), (5, 11), "{later:?}");
+    assert_eq!((later.holds, later.seats), (6, 12), "{later:?}");
     db.drop().await;
 }
 

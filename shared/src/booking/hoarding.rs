@@ -47,11 +47,13 @@ const LOCK: &str = "SELECT reported_until FROM sweep_reports WHERE id = 1 FOR UP
 /// longest window.
 const WINDOW: &str = "SELECT UTC_TIMESTAMP(6) - INTERVAL ? SECOND, \
      GREATEST(?, UTC_TIMESTAMP(6) - INTERVAL ? SECOND)";
-/// Holds still `held` whose expiry falls in the window: expired, never
-/// confirmed or cancelled. One range of `(status, expires_at)`.
+/// Holds whose expiry falls in the window and that were never confirmed:
+/// still `held`, or cancelled after they had expired (a cancel of an
+/// expired hold must not hide it). Two ranges of `(status, expires_at)`.
 const EXPIRED: &str = "SELECT client_id, COUNT(*) AS holds, CAST(SUM(quantity) AS SIGNED) AS seats \
      FROM holds FORCE INDEX (holds_status_expires_at_index) \
-     WHERE status = 'held' AND expires_at > ? AND expires_at <= ? \
+     WHERE status IN ('held', 'cancelled') AND expires_at > ? AND expires_at <= ? \
+     AND (status = 'held' OR cancelled_at > expires_at) \
      GROUP BY client_id ORDER BY seats DESC, client_id";
 const MOVE: &str = "UPDATE sweep_reports SET reported_until = ? WHERE id = 1";
 
