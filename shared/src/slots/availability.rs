@@ -113,14 +113,14 @@ impl Query {
             (None, Some(_)) => sql.push_str(" AND s.ends_at > ?"),
             (None, None) => sql.push_str(" AND s.ends_at > UTC_TIMESTAMP(6)"),
         }
-        if self.to_bound(in_index) {
+        if self.bounded_by_to(in_index) {
             sql.push_str(" AND s.starts_at < ?");
         }
         sql
     }
 
     /// Whether `to` is one of the window's conditions (see [`Query::window`]).
-    fn to_bound(&self, in_index: bool) -> bool {
+    fn bounded_by_to(&self, in_index: bool) -> bool {
         self.filters.to.is_some() && (!in_index || self.filters.from.is_some())
     }
 
@@ -196,7 +196,7 @@ impl Query {
             (None, Some(now)) => query = query.bind(now.naive_utc()),
             (None, None) => {}
         }
-        if let Some(to) = self.filters.to.filter(|_| self.to_bound(in_index)) {
+        if let Some(to) = self.filters.to.filter(|_| self.bounded_by_to(in_index)) {
             query = query.bind(to.naive_utc());
         }
         query
