@@ -300,17 +300,34 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
         .await?;
     let client = client.id();
     made.client = Some(client);
+    // Pages of up to 1,000, oldest first: the newest client is on the
+    // last one, which has no `next` link.
     api.send(
-        Call::new(Method::GET, "/clients", "/clients"),
+        Call::new(Method::GET, "/clients", "/clients?limit=1000"),
         200,
         check(move |a| {
-            let listed = a
-                .body
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["id"].as_u64() == Some(client) && c.get("key").is_none());
-            ensure(listed, format!("client {client} listed, without its key"))
+            let page = a.body.as_array().into_iter().flatten();
+            let keyless = page.clone().all(|c| c.get("key").is_none());
+            let listed = page.clone().any(|c| c["id"].as_u64() == Some(client));
+            let last = a.header("link").is_none();
+            ensure(
+                keyless && (listed || !last),
+                format!("client {client} listed, without its key"),
+            )
+        }),
+    )
+    .await?;
+    api.send(
+        Call::new(Method::PATCH, "/clients/{id}", format!("/clients/{client}"))
+            .json(json!({"max_held_seats": 7, "rate_limit_per_second": null})),
+        200,
+        check(move |a| {
+            ensure(
+                a.id() == client
+                    && a.body["max_held_seats"] == 7
+                    && a.body["rate_limit_per_second"].is_null(),
+                "the client, its limits changed",
+            )
         }),
     )
     .await?;
@@ -330,7 +347,7 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
     )
     .await?;
     made.client = None;
-    steps += 3;
+    steps += 4;
 
     // The change feed: a page and the `next` it always links to (a real
     // stack's history may be long, so one event a page).
