@@ -24,6 +24,11 @@ impl TestClient {
     pub fn bearer(&self) -> String {
         format!("Bearer {}", self.key)
     }
+
+    /// `request` with this client's key.
+    pub fn by(&self, request: Request) -> Request {
+        authorized(request, Some(&self.bearer()))
+    }
 }
 
 impl TestDb {

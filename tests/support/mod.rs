@@ -5,6 +5,7 @@
 pub mod answers;
 pub mod caps;
 pub mod counters;
+pub mod db_users;
 pub mod dev;
 pub mod events;
 pub mod history;

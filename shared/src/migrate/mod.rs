@@ -8,7 +8,7 @@
 //!   [`MIGRATOR`](crate::db::MIGRATOR) with [`runner`] (a bounded lock wait;
 //!   a half-applied migration is resumed, or left alone by an older release
 //!   a rollback brings back, which also ignores newer applied migrations),
-//!   keep the application user ([`users`]), install the first admin key,
+//!   keep the application's users ([`users`]), install the first admin key,
 //!   answer `SUCCESS`; on any failure answer `FAILED` with one readable line
 //!   and no secret.
 //! - `Delete`: touch nothing, answer `SUCCESS` (a stack operation never
@@ -25,6 +25,7 @@ use sqlx::{ConnectOptions, Connection};
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
+mod grants;
 pub mod runner;
 mod statements;
 pub mod target;
@@ -231,7 +232,7 @@ pub fn migrator() -> Migrator {
 
 /// Connects and migrates, waiting for the migration lock no longer than
 /// what is left of `retry_budget` (so the answer still goes out before
-/// Lambda's deadline), then keeps the application user and the first admin
+/// Lambda's deadline), then keeps the application's users and the first admin
 /// key. `Ok(what it did, latest version, what it kept)`, or one line saying
 /// what failed.
 async fn migrate<F, T>(

@@ -1,50 +1,151 @@
-//! The application's database user, made what the template says on every
-//! deploy, by the migrate function (connected as the DDL user).
+//! The application's two database users, made what the template says on
+//! every deploy by the migrate function (connected as the DDL user):
+//! - the **booking** user: the API functions (but the client
+//!   administration ones), the sweeper and the publisher;
+//! - the **client administration** user: `POST`, `GET`, `PATCH` and
+//!   `DELETE /clients`, the only ones that write `api_clients` (a booking
+//!   function that could would mint itself an admin key).
 //!
-//! The API functions and the sweeper connect as this user: it may read and
-//! write rows of the application's database, and call its procedure, and
-//! nothing else (no DDL, no other schema, no `GRANT`). Each run:
+//! Each holds exactly [`Duty::grants`]: table by table, the privileges its
+//! statements need, and nothing else (no DDL, no other table or schema, no
+//! `GRANT`, no role, no proxy). Each run:
 //! 1. `CREATE USER IF NOT EXISTS`, then `ALTER USER … IDENTIFIED BY` with the
 //!    secret's current password (a rotated secret takes effect here);
-//! 2. any privilege beyond [`PRIVILEGES`] on this database (global, other
-//!    schemas, tables, columns, `GRANT OPTION`) is revoked, all at once;
-//! 3. `GRANT` [`PRIVILEGES`] on this database (a no-op when held).
+//! 2. `GRANT` the duty's privileges (a no-op when held);
+//! 3. anything else the account holds ([`super::grants`]: global, schema,
+//!    table, column and routine privileges, `GRANT OPTION`, roles, proxy
+//!    grants) is revoked one by one, then read again: the deploy fails if
+//!    anything is left.
 //!
-//! Step 2 runs only when something extra is found, so a normal deploy never
-//! takes a privilege away from live traffic, not even for a moment. Works on
+//! Revoking only what is extra, after the grants, means a deploy never
+//! takes a needed privilege away from live traffic, not even for a moment
+//! (the step from one schema-wide grant to table grants included). Works on
 //! MySQL 8 (Aurora MySQL 3) and MariaDB 10.4+.
 //!
 //! The password can only be sent as a literal (`IDENTIFIED BY ?` is not
 //! accepted), so the caller's connection must not log statements, and the
 //! password is refused if it contains a quote or a backslash.
 
+use super::grants::{self, Server};
 use crate::secret::Secret;
 use sqlx::{AssertSqlSafe, Executor, MySqlConnection};
 
-/// What the application user holds, on the application's database only:
-/// DML, and EXECUTE for `events_commit`, the procedure a booking commits
-/// by (an SQL SECURITY INVOKER one: it inserts with these privileges).
-pub const PRIVILEGES: [&str; 5] = ["SELECT", "INSERT", "UPDATE", "DELETE", "EXECUTE"];
+/// What a user is for, and so what it may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Duty {
+    Booking,
+    ClientAdmin,
+}
 
-/// The application's user: `name@'%'` (RDS Proxy connects from its own
-/// addresses in the VPC), with its password from Secrets Manager.
+/// Privileges on one object of the application's database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub object: Object,
+    pub privileges: &'static [&'static str],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Object {
+    Table(&'static str),
+    Procedure(&'static str),
+}
+
+const ROWS: &[&str] = &["SELECT", "INSERT", "UPDATE", "DELETE"];
+
+/// Every statement of the booking functions, the sweeper and the publisher
+/// reads or writes these, and no other.
+const BOOKING: &[Grant] = &[
+    // Slot administration, holds, the sweeper's repairs and retention.
+    Grant {
+        object: Object::Table("slots"),
+        privileges: ROWS,
+    },
+    Grant {
+        object: Object::Table("holds"),
+        privileges: ROWS,
+    },
+    // The key gate, and a capped hold's lock on its client's row.
+    Grant {
+        object: Object::Table("api_clients"),
+        privileges: &["SELECT"],
+    },
+    // Written by events_commit (SQL SECURITY INVOKER: with these
+    // privileges), sequenced, published, read as feeds, purged.
+    Grant {
+        object: Object::Table("events"),
+        privileges: ROWS,
+    },
+    Grant {
+        object: Object::Table("event_feed"),
+        privileges: &["SELECT", "UPDATE"],
+    },
+    Grant {
+        object: Object::Table("sweep_reports"),
+        privileges: &["SELECT", "UPDATE"],
+    },
+    Grant {
+        object: Object::Procedure("events_commit"),
+        privileges: &["EXECUTE"],
+    },
+];
+
+/// Creating, listing, changing and revoking clients (a revocation is an
+/// UPDATE: a client's row is never deleted).
+const CLIENT_ADMIN: &[Grant] = &[Grant {
+    object: Object::Table("api_clients"),
+    privileges: &["SELECT", "INSERT", "UPDATE"],
+}];
+
+impl Duty {
+    pub fn grants(self) -> &'static [Grant] {
+        match self {
+            Duty::Booking => BOOKING,
+            Duty::ClientAdmin => CLIENT_ADMIN,
+        }
+    }
+
+    /// Schema-wide privileges the duty needs on this server beyond its
+    /// table grants. MySQL 8 lets `SELECT … FOR UPDATE` lock a row only
+    /// with one of DELETE, UPDATE or LOCK TABLES on its table besides
+    /// SELECT; a capped hold locks its client's `api_clients` row, and of
+    /// the three only LOCK TABLES (schema-wide, and only on tables the user
+    /// may SELECT) writes nothing. MariaDB needs SELECT alone.
+    pub fn schema_privileges(self, server: Server) -> &'static [&'static str] {
+        match (self, server) {
+            (Duty::Booking, Server::MySql) => &["LOCK TABLES"],
+            _ => &[],
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Duty::Booking => "booking user",
+            Duty::ClientAdmin => "client administration user",
+        }
+    }
+}
+
+/// One of the application's users: `name@'%'` (RDS Proxy connects from its
+/// own addresses in the VPC), with its password from Secrets Manager.
 #[derive(Debug, Clone)]
 pub struct AppUser {
     name: String,
     password: Secret,
+    duty: Duty,
 }
 
 impl AppUser {
     /// A MySQL user name of 1–32 letters, digits or `_` starting with a
     /// letter, and a password of 16–128 printable ASCII characters without
     /// `'`, `"` or `\`. The error never quotes the password.
-    pub fn new(name: &str, password: Secret) -> Result<Self, String> {
+    pub fn new(name: &str, password: Secret, duty: Duty) -> Result<Self, String> {
+        let label = duty.label();
         let name_ok = name.len() <= 32
             && name.starts_with(|c: char| c.is_ascii_alphabetic())
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !name_ok {
             return Err(format!(
-                "application user {name:?}: 1 to 32 letters, digits or '_', starting with a letter"
+                "{label} {name:?}: 1 to 32 letters, digits or '_', starting with a letter"
             ));
         }
         let text = password.expose();
@@ -54,13 +155,14 @@ impl AppUser {
                 .all(|c| c.is_ascii_graphic() && !matches!(c, '\'' | '"' | '\\'));
         if !password_ok {
             return Err(format!(
-                "the password of application user {name} must be 16 to 128 printable ASCII \
+                "the password of {label} {name} must be 16 to 128 printable ASCII \
                  characters without quotes or backslashes"
             ));
         }
         Ok(Self {
             name: name.to_string(),
             password,
+            duty,
         })
     }
 
@@ -68,8 +170,12 @@ impl AppUser {
         &self.name
     }
 
+    pub fn duty(&self) -> Duty {
+        self.duty
+    }
+
     /// `'name'@'%'`, as SQL and as `information_schema` writes a grantee.
-    fn account(&self) -> String {
+    pub(super) fn account(&self) -> String {
         format!("'{}'@'%'", self.name)
     }
 }
@@ -78,26 +184,32 @@ impl AppUser {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserOutcome {
     pub created: bool,
-    /// The privileges found beyond [`PRIVILEGES`] (then all revoked).
+    /// What the account held beyond its duty (then revoked), as
+    /// `"<privilege> ON <object>"`, `"ROLE <name>"` or `"PROXY ON <user>"`.
     pub revoked: Vec<String>,
 }
 
-/// Makes `user` exist with its current password and exactly [`PRIVILEGES`]
-/// on the connection's database. Idempotent. One line on failure, without
-/// the password.
+/// Makes `user` exist with its current password and exactly its duty's
+/// privileges on the connection's database. Idempotent. One line on
+/// failure, without the password.
 pub async fn ensure(conn: &mut MySqlConnection, user: &AppUser) -> Result<UserOutcome, String> {
-    let failed = |what: &str, err: sqlx::Error| format!("{what} {}: {}", user.name, cause(&err));
+    let label = user.duty.label();
+    let failed =
+        |what: &str, err: sqlx::Error| format!("{what} {label} {}: {}", user.name, cause(&err));
     let database: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
         .fetch_one(&mut *conn)
         .await
-        .map_err(|err| failed("cannot read the database name for", err))?;
+        .map_err(|err| failed("cannot read the database name for the", err))?;
     let database = database.ok_or("the migration connection has no database selected")?;
+    let server = Server::of(conn)
+        .await
+        .map_err(|err| failed("cannot read the server's version for the", err))?;
     let exists: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM mysql.user WHERE User = ? AND Host = '%'")
             .bind(&user.name)
             .fetch_one(&mut *conn)
             .await
-            .map_err(|err| failed("cannot look up the application user", err))?;
+            .map_err(|err| failed("cannot look up the", err))?;
     let account = user.account();
     let password = user.password.expose();
     // The checks in AppUser::new keep these literals well formed.
@@ -105,71 +217,42 @@ pub async fn ensure(conn: &mut MySqlConnection, user: &AppUser) -> Result<UserOu
         "CREATE USER IF NOT EXISTS {account} IDENTIFIED BY '{password}'"
     )))
     .await
-    .map_err(|err| failed("cannot create the application user", err))?;
+    .map_err(|err| failed("cannot create the", err))?;
     conn.execute(AssertSqlSafe(format!(
         "ALTER USER {account} IDENTIFIED BY '{password}'"
     )))
     .await
-    .map_err(|err| failed("cannot set the password of the application user", err))?;
-    let revoked = extra_privileges(conn, &account, &database)
-        .await
-        .map_err(|err| failed("cannot read the privileges of the application user", err))?;
-    if !revoked.is_empty() {
-        tracing::warn!(user = %user.name, extra = ?revoked, "revoking privileges beyond DML on the application database");
-        conn.execute(AssertSqlSafe(format!(
-            "REVOKE ALL PRIVILEGES, GRANT OPTION FROM {account}"
-        )))
-        .await
-        .map_err(|err| failed("cannot revoke the extra privileges of", err))?;
+    .map_err(|err| failed("cannot set the password of the", err))?;
+    for statement in grants::grant_statements(user.duty, server, &database, &account) {
+        conn.execute(AssertSqlSafe(statement))
+            .await
+            .map_err(|err| failed("cannot grant its privileges to the", err))?;
     }
-    conn.execute(AssertSqlSafe(format!(
-        "GRANT {} ON `{}`.* TO {account}",
-        PRIVILEGES.join(", "),
-        database.replace('`', "``")
-    )))
-    .await
-    .map_err(|err| failed("cannot grant DML to the application user", err))?;
+    let extra = grants::extra(conn, user.duty, server, &database, &user.name)
+        .await
+        .map_err(|err| failed("cannot read the privileges of the", err))?;
+    if !extra.is_empty() {
+        let shown: Vec<String> = extra.iter().map(ToString::to_string).collect();
+        tracing::warn!(user = %user.name, extra = ?shown, "revoking privileges beyond the user's duty");
+        for held in &extra {
+            conn.execute(AssertSqlSafe(held.revoke_statement(&account)))
+                .await
+                .map_err(|err| failed(&format!("cannot revoke {held} from the"), err))?;
+        }
+        let left = grants::extra(conn, user.duty, server, &database, &user.name)
+            .await
+            .map_err(|err| failed("cannot read the privileges of the", err))?;
+        if let Some(held) = left.first() {
+            return Err(format!(
+                "the {label} {} still holds {held} after its revocation",
+                user.name
+            ));
+        }
+    }
     Ok(UserOutcome {
         created: exists == 0,
-        revoked,
+        revoked: extra.iter().map(ToString::to_string).collect(),
     })
-}
-
-/// Every privilege `account` holds beyond [`PRIVILEGES`] on `database`, as
-/// `"<privilege> ON <object>"`.
-async fn extra_privileges(
-    conn: &mut MySqlConnection,
-    account: &str,
-    database: &str,
-) -> Result<Vec<String>, sqlx::Error> {
-    let allowed = PRIVILEGES
-        .iter()
-        .map(|p| format!("'{p}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let grantable = "IF(IS_GRANTABLE = 'YES', ' WITH GRANT OPTION', '')";
-    // CAST: information_schema's columns come back as binary strings on
-    // some servers.
-    let sql = format!(
-        "SELECT CAST(CONCAT(PRIVILEGE_TYPE, {grantable}, ' ON *.*') AS CHAR) \
-           FROM information_schema.USER_PRIVILEGES \
-           WHERE GRANTEE = ? AND (PRIVILEGE_TYPE <> 'USAGE' OR IS_GRANTABLE = 'YES') \
-         UNION ALL SELECT CAST(CONCAT(PRIVILEGE_TYPE, {grantable}, ' ON ', TABLE_SCHEMA, '.*') AS CHAR) \
-           FROM information_schema.SCHEMA_PRIVILEGES WHERE GRANTEE = ? \
-           AND (TABLE_SCHEMA <> ? OR PRIVILEGE_TYPE NOT IN ({allowed}) OR IS_GRANTABLE = 'YES') \
-         UNION ALL SELECT CAST(CONCAT(PRIVILEGE_TYPE, {grantable}, ' ON ', TABLE_SCHEMA, '.', TABLE_NAME) AS CHAR) \
-           FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE = ? \
-         UNION ALL SELECT CAST(CONCAT(PRIVILEGE_TYPE, {grantable}, ' ON ', TABLE_SCHEMA, '.', TABLE_NAME, \
-           '.', COLUMN_NAME) AS CHAR) FROM information_schema.COLUMN_PRIVILEGES WHERE GRANTEE = ?"
-    );
-    sqlx::query_scalar(AssertSqlSafe(sql))
-        .bind(account)
-        .bind(account)
-        .bind(database)
-        .bind(account)
-        .bind(account)
-        .fetch_all(&mut *conn)
-        .await
 }
 
 fn cause(err: &sqlx::Error) -> String {
@@ -186,10 +269,11 @@ mod tests {
     #[test]
     fn only_plain_names_and_quote_free_passwords_are_accepted() {
         let password = || Secret::new("Abcdefghij0123456789xyz");
-        assert!(AppUser::new("slotapp", password()).is_ok());
-        assert!(AppUser::new("sb_app_1", password()).is_ok());
+        let user = |name: &str| AppUser::new(name, password(), Duty::Booking);
+        assert!(user("slotapp").is_ok());
+        assert!(user("sb_app_1").is_ok());
         for bad in ["", "1app", "slot-app", "a'b", "a b", &"a".repeat(33)] {
-            assert!(AppUser::new(bad, password()).is_err(), "{bad:?}");
+            assert!(user(bad).is_err(), "{bad:?}");
         }
         for bad in [
             "short",
@@ -197,12 +281,10 @@ mod tests {
             "back\\slash-and-long-enough",
             "has space and long enough",
         ] {
-            let err = AppUser::new("slotapp", Secret::new(bad)).unwrap_err();
+            let err = AppUser::new("slotapp", Secret::new(bad), Duty::ClientAdmin).unwrap_err();
             assert!(!err.contains(bad), "{err}");
+            assert!(err.contains("client administration user"), "{err}");
         }
-        assert_eq!(
-            AppUser::new("slotapp", password()).unwrap().account(),
-            "'slotapp'@'%'"
-        );
+        assert_eq!(user("slotapp").unwrap().account(), "'slotapp'@'%'");
     }
 }
