@@ -11,6 +11,7 @@ use shared::config::Secret;
 use shared::migrate::Target;
 use shared::migrate::users::{self, Duty};
 use slot_booking_tests::db_users::{UniqueUser, decide, denied, deploy};
+use slot_booking_tests::private_mariadb::PrivateMariaDb;
 use slot_booking_tests::*;
 use sqlx::{Connection, Executor};
 
@@ -72,6 +73,16 @@ async fn a_rotated_password_and_every_kind_of_extra_grant_are_set_right_on_the_n
             "GRANT EXECUTE ON PROCEDURE `{database}`.`events_commit` TO {}",
             clients.account()
         ),
+        // A table the duty does not use, with GRANT OPTION, and a bare
+        // GRANT OPTION: the option goes with the table's last privilege.
+        format!(
+            "GRANT SELECT ON `{database}`.`holds` TO {} WITH GRANT OPTION",
+            clients.account()
+        ),
+        format!(
+            "GRANT USAGE ON `{database}`.`events` TO {} WITH GRANT OPTION",
+            clients.account()
+        ),
     ] {
         by_hand(&db, grant).await;
     }
@@ -113,10 +124,20 @@ async fn a_rotated_password_and_every_kind_of_extra_grant_are_set_right_on_the_n
     let outcome = users::ensure(&mut root, &clients.app_user())
         .await
         .expect("ensure");
-    assert_eq!(
-        outcome.revoked,
-        [format!("EXECUTE ON PROCEDURE `{database}`.`events_commit`")]
-    );
+    let revoked = format!("{:?}", outcome.revoked);
+    for extra in [
+        format!("\"EXECUTE ON PROCEDURE `{database}`.`events_commit`\""),
+        format!("\"SELECT WITH GRANT OPTION ON `{database}`.`holds`\""),
+        format!("\"USAGE WITH GRANT OPTION ON `{database}`.`events`\""),
+    ] {
+        assert!(revoked.contains(&extra), "{extra} not revoked: {revoked}");
+    }
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM mysql.tables_priv WHERE User = ?")
+        .bind(&clients.name)
+        .fetch_one(&mut root)
+        .await
+        .unwrap();
+    assert_eq!(left, 1, "api_clients' grant alone");
     root.close().await.ok();
     let old = booking.connect_with(&db, first).await;
     let err = old.expect_err("the old password is refused");
@@ -192,4 +213,27 @@ async fn the_first_admin_key_is_installed_as_bootstrap_admin_and_a_bad_one_fails
         "{reason}"
     );
     assert!(!reason.contains("s3cret"), "{reason}");
+}
+
+/// On a server of its own: a grant to PUBLIC reaches every account of the
+/// server, the other tests' users too.
+#[tokio::test]
+async fn a_grant_to_every_account_fails_the_deploy() {
+    let server = PrivateMariaDb::start().await;
+    let db = TestDb::on(&server.url()).await;
+    let booking = UniqueUser::new(Duty::Booking, "Booking0Generated0Password0pQ7rS8");
+    deploy(&db, &[&booking]).await;
+    let on = format!("`{}`.`api_clients`", db.name);
+    by_hand(&db, format!("GRANT INSERT ON {on} TO PUBLIC")).await;
+    let target = Target {
+        options: shared::db::url_options(&db.url).expect("options"),
+        users: vec![booking.app_user()],
+        bootstrap_admin: None,
+    };
+    let reason = decide(target).await.expect_err("FAILED");
+    assert!(
+        reason.contains(&format!("every account holds INSERT ON {on}")),
+        "{reason}"
+    );
+    assert!(reason.contains("revoke it from PUBLIC"), "{reason}");
 }

@@ -111,7 +111,11 @@ fn scale(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
          `Slots::create` with 500 slots per call. *seed_list* is the seed's unbounded list (every \
          slot ever made, one response) at this size, for comparison; *index_migration* drops the \
          availability indexes and runs their migration again while a writer keeps updating and \
-         inserting slots.\n"
+         inserting slots. Last, *from_1000_available_sold_out*: every slot sold out by its \
+         counters (`remaining` = `held`, nothing expired still counted), then the first page of \
+         `from=1000-01-01T00:00:00Z&available=true` (the route's default page of 100), over and \
+         over: nothing to find, each page stops after the `AVAILABILITY_SCAN_LIMIT` slots it may \
+         examine (10,000 by default) and answers an empty page with `next`.\n"
     );
     let scale_targets = [
         "availability, a page",

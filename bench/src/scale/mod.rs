@@ -84,6 +84,7 @@ async fn measured(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> R
     let envs = bench.envs(1).await?;
     pages::pages(bench, &envs, timing, emit).await?;
     admin::slot_admin(bench, &envs, timing, emit).await?;
+    pages::sold_out(bench, &envs, timing, emit).await?;
     Ok(())
 }
 

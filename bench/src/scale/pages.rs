@@ -219,3 +219,83 @@ async fn walk(env: &Env, filters: shared::slots::cursor::Filters) -> Result<(Sam
     sample.elapsed = started.elapsed();
     Ok((sample, seen))
 }
+
+/// `from=1000-01-01T00:00:00Z&available=true`, the page a bot would ask for
+/// to make the database scan the whole table (SPEC §16).
+pub const SOLD_OUT_FROM: &str = "1000-01-01T00:00:00Z";
+
+/// Every slot sold out, then the first page of [`SOLD_OUT_FROM`] with
+/// `available=true`, over and over, as the route asks for it (its default
+/// page of 100, the scan limit of `AVAILABILITY_SCAN_LIMIT`'s default):
+/// nothing to find, so each page stops after the slots it may examine and
+/// answers an empty page with `next`. Sold out by the counters, as bookings
+/// leave a slot: `remaining` = `held` (every seat not held is booked), and
+/// nothing expired still counted. Last: it changes the dataset.
+pub(super) async fn sold_out(
+    bench: &Bench,
+    envs: &[Env],
+    timing: Timing,
+    emit: &mut dyn FnMut(Row),
+) -> Result<(), String> {
+    use shared::slots::availability::{DEFAULT_SCAN, Query};
+    let started = Instant::now();
+    sqlx::query("UPDATE slots SET remaining = held, reclaimed_until = UTC_TIMESTAMP(6)")
+        .execute(&bench.admin)
+        .await
+        .map_err(|e| e.to_string())?;
+    let sell_out_seconds = measure::round(started.elapsed().as_secs_f64(), 1);
+    let from = chrono::DateTime::parse_from_rfc3339(SOLD_OUT_FROM)
+        .map_err(|e| e.to_string())?
+        .with_timezone(&chrono::Utc);
+    let query = Query {
+        filters: shared::slots::cursor::Filters {
+            from: Some(from),
+            to: None,
+            available: true,
+        },
+        limit: 100,
+        cursor: None,
+        scan: DEFAULT_SCAN,
+    };
+    let env = Arc::new(envs[0].clone());
+    let found = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sample = {
+        let found = found.clone();
+        measure::run(1, Budget::Time(timing.seconds), move |_| {
+            let (env, found) = (env.clone(), found.clone());
+            async move {
+                env.admit().await.map_err(|e| e.to_string())?;
+                match env.app.slots.availability(&query).await {
+                    Ok(page) => {
+                        let rows = serde_json::from_slice::<Vec<serde_json::Value>>(&page.body)
+                            .map_err(|e| e.to_string())?
+                            .len() as u64;
+                        found.fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
+                        Ok(Outcome::Done(match (rows, page.next.is_some()) {
+                            (0, true) => "200 empty+next",
+                            (0, false) => "200 empty",
+                            (_, true) => "200+next",
+                            (_, false) => "200",
+                        }))
+                    }
+                    Err(err) => refused(&err),
+                }
+            }
+        })
+        .await
+    };
+    emit(Row::new(
+        "scale.page",
+        "from_1000_available_sold_out",
+        1,
+        json!({
+            "from": SOLD_OUT_FROM,
+            "limit": 100,
+            "scan_limit": DEFAULT_SCAN,
+            "slots_found": found.load(std::sync::atomic::Ordering::Relaxed),
+            "sell_out_seconds": sell_out_seconds,
+        }),
+        sample.stats(),
+    ));
+    Ok(())
+}

@@ -139,6 +139,13 @@ pub(super) fn scale_targets(rows: &[Row]) -> Vec<Target> {
             "from_to_week",
             50.0,
         ),
+        p99_under(
+            "availability, every slot sold out, from=1000-01-01 and available=true, the first \
+             page: p99 < 50 ms",
+            "scale.page",
+            "from_1000_available_sold_out",
+            50.0,
+        ),
         Target::new(
             "availability without parameters (cached hit, 100 slots): unchanged within 10 %",
             hit,

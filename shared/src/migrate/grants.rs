@@ -178,7 +178,68 @@ pub async fn extra(
     database: &str,
     user: &str,
 ) -> Result<Vec<Held>, sqlx::Error> {
-    let grantee = format!("'{user}'@'%'");
+    let mut extra = Vec::new();
+    for (privilege, grantable, on) in holdings(conn, server, user, "%").await? {
+        let needed = needed(duty, server, database, &privilege, &on);
+        if grantable || !needed {
+            extra.push(Held {
+                privilege,
+                grantable,
+                needed,
+                on,
+            });
+        }
+    }
+    Ok(extra)
+}
+
+/// What every account holds without a grant of its own: MariaDB's grants
+/// to `PUBLIC`, MySQL's `mandatory_roles`. No user can be held to its duty
+/// while there is any, and they are the server's, not this deploy's, to
+/// take back.
+pub async fn granted_to_everyone(
+    conn: &mut MySqlConnection,
+    server: Server,
+) -> Result<Vec<String>, sqlx::Error> {
+    match server {
+        Server::MariaDb => Ok(holdings(conn, server, "PUBLIC", "")
+            .await?
+            .into_iter()
+            .filter(|(privilege, grantable, on)| {
+                !(privilege == "USAGE" && !grantable && *on == On::Global)
+            })
+            .map(|(privilege, grantable, on)| {
+                Held {
+                    privilege,
+                    grantable,
+                    needed: false,
+                    on,
+                }
+                .to_string()
+            })
+            .collect()),
+        Server::MySql => {
+            let roles: Option<String> =
+                sqlx::query_scalar("SELECT CAST(@@mandatory_roles AS CHAR)")
+                    .fetch_one(&mut *conn)
+                    .await?;
+            Ok(roles
+                .filter(|roles| !roles.trim().is_empty())
+                .map(|roles| format!("mandatory_roles = {roles}"))
+                .into_iter()
+                .collect())
+        }
+    }
+}
+
+/// Everything `user@host` holds, wherever the server keeps it.
+async fn holdings(
+    conn: &mut MySqlConnection,
+    server: Server,
+    user: &str,
+    host: &str,
+) -> Result<Vec<(String, bool, On)>, sqlx::Error> {
+    let grantee = format!("'{user}'@'{host}'");
     // Every row: (level, schema, table or routine type, name or column,
     // privilege, grantable). CAST: information_schema's and the grant
     // tables' columns come back as binary strings on some servers.
@@ -194,48 +255,41 @@ pub async fn extra(
            FROM information_schema.COLUMN_PRIVILEGES WHERE GRANTEE = ? \
          UNION ALL SELECT 'table grant option', CAST(Db AS CHAR), CAST(Table_name AS CHAR), '', \
            'USAGE', 'YES' FROM mysql.tables_priv \
-           WHERE User = ? AND Host = '%' AND FIND_IN_SET('Grant', Table_priv) > 0 \
+           WHERE User = ? AND Host = ? AND FIND_IN_SET('Grant', Table_priv) > 0 \
          UNION ALL SELECT 'routine', CAST(Db AS CHAR), CAST(Routine_type AS CHAR), \
            CAST(Routine_name AS CHAR), CAST(Proc_priv AS CHAR), '' FROM mysql.procs_priv \
-           WHERE User = ? AND Host = '%' \
+           WHERE User = ? AND Host = ? \
          UNION ALL SELECT 'proxy', '', CAST(Proxied_host AS CHAR), CAST(Proxied_user AS CHAR), 'PROXY', \
-           IF(With_grant, 'YES', 'NO') FROM mysql.proxies_priv WHERE User = ? AND Host = '%'";
+           IF(With_grant, 'YES', 'NO') FROM mysql.proxies_priv WHERE User = ? AND Host = ?";
     let roles = match server {
         Server::MariaDb => {
             " UNION ALL SELECT 'role', '', '', CAST(Role AS CHAR), 'ROLE', '' \
-               FROM mysql.roles_mapping WHERE User = ? AND Host = '%'"
+               FROM mysql.roles_mapping WHERE User = ? AND Host = ?"
         }
         Server::MySql => {
             " UNION ALL SELECT 'role', '', CAST(FROM_HOST AS CHAR), CAST(FROM_USER AS CHAR), 'ROLE', '' \
-               FROM mysql.role_edges WHERE TO_USER = ? AND TO_HOST = '%'"
+               FROM mysql.role_edges WHERE TO_USER = ? AND TO_HOST = ?"
         }
     };
-    let rows: Vec<Row> = sqlx::query_as(AssertSqlSafe(format!("{privileges}{roles}")))
-        .bind(&grantee)
-        .bind(&grantee)
-        .bind(&grantee)
-        .bind(&grantee)
-        .bind(user)
-        .bind(user)
-        .bind(user)
-        .bind(user)
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut extra = Vec::new();
+    let mut query = sqlx::query_as::<_, Row>(AssertSqlSafe(format!("{privileges}{roles}")));
+    for _ in 0..4 {
+        query = query.bind(grantee.clone());
+    }
+    for _ in 0..4 {
+        query = query.bind(user.to_string()).bind(host.to_string());
+    }
+    let rows = query.fetch_all(&mut *conn).await?;
+    let mut held_rows: Vec<(String, bool, On)> = Vec::new();
     for (level, schema, table, name, privilege, grantable) in rows {
-        for (privilege, grantable, on) in held(&level, schema, table, name, privilege, grantable) {
-            let needed = needed(duty, server, database, &privilege, &on);
-            if grantable || !needed {
-                extra.push(Held {
-                    privilege,
-                    grantable,
-                    needed,
-                    on,
-                });
+        for row in held(&level, schema, table, name, privilege, grantable) {
+            // information_schema may show a bare table GRANT OPTION that
+            // tables_priv shows too: once is enough.
+            if !held_rows.contains(&row) {
+                held_rows.push(row);
             }
         }
     }
-    Ok(extra)
+    Ok(held_rows)
 }
 
 /// One row of [`extra`]'s query as what it grants: a routine's row holds a

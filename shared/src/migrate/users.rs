@@ -15,7 +15,12 @@
 //! 3. anything else the account holds ([`super::grants`]: global, schema,
 //!    table, column and routine privileges, `GRANT OPTION`, roles, proxy
 //!    grants) is revoked one by one, then read again: the deploy fails if
-//!    anything is left.
+//!    anything is left, or if the server grants anything to every account
+//!    (MariaDB's `PUBLIC`, MySQL's `mandatory_roles`).
+//!
+//! A revoked schema-wide privilege reaches a session at its next
+//! connection (table privileges at its next statement): MySQL and MariaDB
+//! apply database privileges when a session selects its database.
 //!
 //! Revoking only what is extra, after the grants, means a deploy never
 //! takes a needed privilege away from live traffic, not even for a moment
@@ -235,9 +240,17 @@ pub async fn ensure(conn: &mut MySqlConnection, user: &AppUser) -> Result<UserOu
         let shown: Vec<String> = extra.iter().map(ToString::to_string).collect();
         tracing::warn!(user = %user.name, extra = ?shown, "revoking privileges beyond the user's duty");
         for held in &extra {
-            conn.execute(AssertSqlSafe(held.revoke_statement(&account)))
+            match conn
+                .execute(AssertSqlSafe(held.revoke_statement(&account)))
                 .await
-                .map_err(|err| failed(&format!("cannot revoke {held} from the"), err))?;
+            {
+                Ok(_) => {}
+                // 1141/1147 "no such grant": an earlier REVOKE of this run
+                // took it already (a table's GRANT OPTION goes with its
+                // last privilege). The second read below decides.
+                Err(err) if matches!(error_number(&err), Some(1141 | 1147)) => {}
+                Err(err) => return Err(failed(&format!("cannot revoke {held} from the"), err)),
+            }
         }
         let left = grants::extra(conn, user.duty, server, &database, &user.name)
             .await
@@ -249,10 +262,27 @@ pub async fn ensure(conn: &mut MySqlConnection, user: &AppUser) -> Result<UserOu
             ));
         }
     }
+    let everyone = grants::granted_to_everyone(conn, server)
+        .await
+        .map_err(|err| failed("cannot read what every account holds, for the", err))?;
+    if !everyone.is_empty() {
+        return Err(format!(
+            "every account holds {}, and so would the {label} {}: revoke it from PUBLIC (MariaDB) \
+             or empty mandatory_roles (MySQL)",
+            everyone.join(", "),
+            user.name
+        ));
+    }
     Ok(UserOutcome {
         created: exists == 0,
         revoked: extra.iter().map(ToString::to_string).collect(),
     })
+}
+
+fn error_number(err: &sqlx::Error) -> Option<u16> {
+    err.as_database_error()?
+        .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .map(sqlx::mysql::MySqlDatabaseError::number)
 }
 
 fn cause(err: &sqlx::Error) -> String {
