@@ -22,6 +22,7 @@
 mod cachedown;
 mod coldstart;
 mod e2e;
+mod fair;
 mod feed;
 mod markdown;
 mod measure;
@@ -64,6 +65,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "storm",
         "1,000 holds at once on a sold-out slot, in process",
+    ),
+    (
+        "fair_use",
+        "SPEC §16: hold with the per-client cap in force vs none (hot and spread, 1 and 8 env); the round trips of a 429 and of an unknown key refused again, counted",
     ),
     (
         "cache_down",
@@ -197,6 +202,7 @@ async fn run(options: Options) -> Result<(), String> {
             "read" => reads::hold_reads(&bench, timing, &mut emit).await,
             "projection" => reads::projections(&bench, timing, &mut emit).await,
             "storm" => scenarios::storm(&bench, &mut emit).await,
+            "fair_use" => fair::run(&bench, timing, &mut emit).await,
             "cache_down" => cachedown::run(&bench, timing, &mut emit).await,
             "scale" => scale::run(&server, &redis_url, timing, &mut emit).await,
             "feed" => feed::run(&server, &redis_url, timing, &mut emit).await,

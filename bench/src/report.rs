@@ -74,6 +74,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
         ("service", "redis_get"),
         ("service", "seed_count"),
         ("service_quantity_5", "service_quantity_1"),
+        ("service_capped", "service"),
     ];
     for (measured, reference) in PAIRS {
         for row in rows.iter().filter(|r| r.variant == *measured) {

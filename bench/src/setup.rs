@@ -16,6 +16,8 @@ use shared::{App, Booking, Config};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySql, MySqlPool, QueryBuilder};
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Slots are made with this capacity unless a scenario needs a full one:
@@ -41,6 +43,9 @@ pub struct Bench {
     pub client: ClientId,
     /// Its `Authorization` header value.
     pub bearer: String,
+    /// Bookers at the default cap (`CLIENT_MAX_HELD_SEATS`), the
+    /// `Authorization` header values: a capped hold is made by the next.
+    pub capped: Arc<Vec<String>>,
 }
 
 /// One Lambda execution environment, plus a raw Redis connection of its
@@ -57,6 +62,10 @@ pub struct Env {
     pub redis: ConnectionManager,
     pub client: ClientId,
     pub bearer: String,
+    pub capped: Arc<Vec<String>>,
+    /// Shared by every environment: consecutive capped holds are made by
+    /// different clients.
+    pub turn: Arc<AtomicUsize>,
 }
 
 impl Env {
@@ -67,6 +76,17 @@ impl Env {
         let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
         let bearer = Some(self.bearer.as_str());
         self.app.gate.admit(bearer, Needs::Booker, deadline).await
+    }
+
+    /// [`Env::admit`] as the next of the capped clients.
+    pub async fn admit_capped(&self) -> Result<Caller, shared::Error> {
+        let n = self.turn.fetch_add(1, Ordering::Relaxed);
+        let bearer = &self.capped[n % self.capped.len()];
+        let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
+        self.app
+            .gate
+            .admit(Some(bearer.as_str()), Needs::Booker, deadline)
+            .await
     }
 
     /// What `GET /slots/availability` does first: the caller only; its
@@ -127,21 +147,31 @@ impl Bench {
             rate_limit_per_second: Some(RATE),
             max_held_seats: Some(0), // the benches measure no cap
         };
-        let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
-        let made = ClientAdmin::new(admin.clone())
-            .create(&new, deadline)
-            .await
-            .map_err(|e| format!("bench client: {e}"))?;
-        let key = made.key.as_deref().and_then(ApiKey::parse);
-        let key = key.ok_or("bench client: no key in the answer")?;
+        let (client, bearer) = make_client(&admin, new).await?;
+        let mut capped = Vec::with_capacity(CAPPED_CLIENTS);
+        for n in 0..CAPPED_CLIENTS {
+            let new = NewClient {
+                name: format!("bench-capped-{n}"),
+                role: Role::Booker,
+                rate_limit_per_second: Some(RATE),
+                max_held_seats: None, // CLIENT_MAX_HELD_SEATS, the default
+            };
+            capped.push(make_client(&admin, new).await?.1);
+        }
         Ok(Self {
             name: name.to_string(),
             url,
             redis_url: redis_url.to_string(),
             admin,
-            client: made.id,
-            bearer: format!("Bearer {}", key.expose()),
+            client,
+            bearer,
+            capped: Arc::new(capped),
         })
+    }
+
+    /// A client made as `POST /clients` makes one, its bearer shown once.
+    pub async fn client(&self, new: NewClient) -> Result<(ClientId, String), String> {
+        make_client(&self.admin, new).await
     }
 
     pub async fn drop_database(self) {
@@ -194,6 +224,7 @@ impl Bench {
     /// `count` environments, connected (database and cache) and ready.
     pub async fn envs(&self, count: usize) -> Result<Vec<Env>, String> {
         let mut envs = Vec::with_capacity(count);
+        let turn = Arc::new(AtomicUsize::new(0));
         for _ in 0..count {
             let config = Config {
                 database_url: self.url.clone(),
@@ -227,11 +258,18 @@ impl Bench {
                 redis,
                 client: self.client,
                 bearer: self.bearer.clone(),
+                capped: self.capped.clone(),
+                turn: turn.clone(),
             };
-            // Its key looked up once, as a warm environment has.
+            // Its keys looked up once, as a warm environment has.
             env.admit()
                 .await
                 .map_err(|e| format!("environment cannot authenticate: {e}"))?;
+            for _ in 0..self.capped.len() {
+                env.admit_capped()
+                    .await
+                    .map_err(|e| format!("environment cannot authenticate: {e}"))?;
+            }
             envs.push(env);
         }
         Ok(envs)
@@ -399,4 +437,20 @@ pub fn count_from_env(name: &str, min: u64, default: u64) -> u64 {
         .and_then(|v| v.parse().ok())
         .filter(|n| *n >= min)
         .unwrap_or(default)
+}
+
+/// How many capped clients take turns at capped holds: enough that none
+/// reaches the default cap (500 seats) in a case of the `fair_use` group.
+pub const CAPPED_CLIENTS: usize = 64;
+
+/// Made as `POST /clients` makes one: its id and `Authorization` value.
+async fn make_client(admin: &MySqlPool, new: NewClient) -> Result<(ClientId, String), String> {
+    let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
+    let made = ClientAdmin::new(admin.clone())
+        .create(&new, deadline)
+        .await
+        .map_err(|e| format!("client {}: {e}", new.name))?;
+    let key = made.key.as_deref().and_then(ApiKey::parse);
+    let key = key.ok_or_else(|| format!("client {}: no key in the answer", new.name))?;
+    Ok((made.id, format!("Bearer {}", key.expose())))
 }

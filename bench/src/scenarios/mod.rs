@@ -53,9 +53,12 @@ impl Timing {
 const HOLD_TTL_MICROS: i64 = 300_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Variant {
+pub(crate) enum Variant {
     /// The gate, then the service: a request with auth on.
     Service,
+    /// [`Self::Service`] by clients at the default cap of held seats
+    /// (SPEC §16), taking turns (none reaches it).
+    ServiceCapped,
     /// The gate, then the service on the same connection with no cache
     /// (confirm only).
     ServiceNoCache,
@@ -75,9 +78,10 @@ enum Variant {
 }
 
 impl Variant {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Service => "service",
+            Self::ServiceCapped => "service_capped",
             Self::ServiceNoCache => "service_no_cache",
             Self::Raw => "raw",
             Self::RawNoOutbox => "raw_no_outbox",
@@ -108,8 +112,13 @@ impl Variant {
     async fn hold(self, env: &Env, slot: u64, quantity: u32) -> Result<Outcome, String> {
         let key = uuid::Uuid::new_v4().to_string();
         match self {
-            Self::Service | Self::ServiceNoCache => {
-                let caller = env.admit().await.map_err(|e| e.to_string())?;
+            Self::Service | Self::ServiceNoCache | Self::ServiceCapped => {
+                let caller = if self == Self::ServiceCapped {
+                    env.admit_capped().await
+                } else {
+                    env.admit().await
+                };
+                let caller = caller.map_err(|e| e.to_string())?;
                 let key = IdempotencyKey::parse(&key).ok_or("bad key")?;
                 match env
                     .app
@@ -140,7 +149,7 @@ impl Variant {
 
     async fn confirm(self, env: &Env, hold: u64) -> Result<Outcome, String> {
         let booking = match self {
-            Self::Service => &env.app.booking,
+            Self::Service | Self::ServiceCapped => &env.app.booking,
             Self::ServiceNoCache => &env.uncached,
             Self::Raw
             | Self::RawNoOutbox
@@ -174,7 +183,7 @@ pub fn refused(err: &shared::Error) -> Result<Outcome, String> {
 
 /// What the holds of a scenario find on their slot when it starts.
 #[derive(Debug, Clone, Copy)]
-enum Preload {
+pub(crate) enum Preload {
     /// This many active holds per slot.
     Active(usize),
     /// This many holds per slot that all expired at the same instant, just
@@ -184,23 +193,23 @@ enum Preload {
 
 /// One measured line of a hold comparison: a variant on its own slot(s),
 /// seeded as `preload` says, holding `quantity` seats per hold.
-struct Arm {
-    scenario: String,
+pub(crate) struct Arm {
+    pub(crate) scenario: String,
     /// The row's variant: the variant's name, unless arms of one variant
     /// differ in quantity.
-    name: &'static str,
-    preload: Preload,
-    variant: Variant,
-    quantity: u32,
+    pub(crate) name: &'static str,
+    pub(crate) preload: Preload,
+    pub(crate) variant: Variant,
+    pub(crate) quantity: u32,
 }
 
 /// Arms that run in alternating rounds, so that drift of the machine
 /// (other work, the disk's fsync latency) weighs on all of them alike.
-struct HoldCase {
-    clients: usize,
-    slots: usize,
-    capacity: u32,
-    arms: Vec<Arm>,
+pub(crate) struct HoldCase {
+    pub(crate) clients: usize,
+    pub(crate) slots: usize,
+    pub(crate) capacity: u32,
+    pub(crate) arms: Vec<Arm>,
 }
 
 const ALL: &[Variant] = &[Variant::Service, Variant::Raw, Variant::SeedCount];
@@ -294,7 +303,7 @@ pub async fn holds(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> 
     Ok(())
 }
 
-async fn compare_holds(
+pub(crate) async fn compare_holds(
     bench: &Bench,
     envs: &[Env],
     timing: Timing,

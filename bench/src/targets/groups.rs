@@ -1,8 +1,8 @@
 //! The targets of the groups that run on their own datasets or outages:
-//! the cache down (SPEC §4), a million slots (§10, §11), the feed (§12).
+//! the cache down (SPEC §4), a million slots (§10, §11), the feed (§12), fair use (§16).
 
 use super::{Target, at_least};
-use crate::report::{Row, find};
+use crate::report::{Row, find, ops};
 
 /// The hit of the call without parameters before SPEC §11 (docs at
 /// f43b54d: 1 env, with auth), and its ratio to a raw Redis GET of the
@@ -207,6 +207,73 @@ pub(super) fn cache_down_targets(rows: &[Row]) -> Vec<Target> {
                 }),
             ));
         }
+    }
+    out
+}
+
+/// SPEC §16's: a hold with the cap in force ≥ 0.9 × one without, no capped
+/// client near its cap (a refused hold would be cheaper); a refusal known
+/// already costs no round trip, its first one did.
+pub(super) fn fair_use_targets(rows: &[Row]) -> Vec<Target> {
+    let mut out = Vec::new();
+    for (scenario, what) in [
+        ("fair_use.hold_cap.one_slot", "hot"),
+        ("fair_use.hold_cap.spread_1000", "spread"),
+    ] {
+        for clients in [1, 8] {
+            let capped = find(rows, scenario, "service_capped", Some(clients));
+            let free = find(rows, scenario, "service", Some(clients));
+            let most = find(rows, scenario, &format!("capped_clients@{clients}"), None);
+            let judged = match (capped, free, most) {
+                (Some(capped), Some(free), Some(most)) if ops(free) > 0.0 => {
+                    let (a, b) = (ops(capped), ops(free));
+                    let refused = capped
+                        .stats
+                        .as_ref()
+                        .map_or(0, |s| s.outcomes.get("409").copied().unwrap_or(0));
+                    let seats = most.params["most_seats_one_client_held"]
+                        .as_i64()
+                        .unwrap_or(-1);
+                    let cap = most.params["cap"].as_i64().unwrap_or(0);
+                    Some((
+                        format!(
+                            "{a:.0} vs {b:.0} ops/s = {:.2}; {refused} refused, the most one \
+                             capped client held {seats} of {cap}",
+                            a / b
+                        ),
+                        a / b >= 0.9 && refused == 0 && (0..cap).contains(&seats),
+                    ))
+                }
+                _ => None,
+            };
+            out.push(Target::new(
+                format!(
+                    "hold with the per-client cap in force ≥ 0.9 × without, {what} ({clients} env)"
+                ),
+                judged,
+            ));
+        }
+    }
+    for (variant, target) in [
+        (
+            "rate_limited_429.cache_commands",
+            "a 429 answered again on a warm environment: 0 cache round trips",
+        ),
+        (
+            "unknown_key_401.database_statements",
+            "an unknown key refused again within 10 s: 0 database round trips",
+        ),
+    ] {
+        let judged = find(rows, "fair_use.refusals", variant, None).map(|row| {
+            let first = row.params["first_refusal"].as_u64().unwrap_or(0);
+            let then = row.params["round_trips"].as_u64().unwrap_or(u64::MAX);
+            let calls = row.params["counted_refusals"].as_u64().unwrap_or(0);
+            (
+                format!("{then} in {calls} refusals (the first: {first}), counted by the server"),
+                then == 0 && first >= 1 && calls > 0,
+            )
+        });
+        out.push(Target::new(target, judged));
     }
     out
 }

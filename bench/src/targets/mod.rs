@@ -284,5 +284,6 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     out.extend(groups::scale_targets(rows));
     out.extend(groups::feed_targets(rows));
     out.extend(groups::revision_targets(rows));
+    out.extend(groups::fair_use_targets(rows));
     out
 }
