@@ -16,6 +16,8 @@
 
 #[cfg(test)]
 mod brute;
+pub mod capped;
+mod caps;
 mod check;
 mod model;
 mod partition;
@@ -24,6 +26,7 @@ mod slot;
 mod tests;
 pub mod workload;
 
+pub use caps::{Capped, check_caps};
 pub use check::{Report, check};
 
 use chrono::{DateTime, Utc};

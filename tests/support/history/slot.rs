@@ -159,6 +159,16 @@ impl Slot {
         match observed {
             Observed::Unknown => Some(next),
             observed if expected.matches(observed) => Some(next),
+            // SPEC §16: the client's cap, decided after the slot's own
+            // checks (§19.1), so only where the slot would have granted
+            // the hold; it changes nothing here. Whether the client was
+            // over its cap is `caps.rs`'s to check.
+            Observed::Error { code: 409, reason }
+                if reason == "hold_limit_reached"
+                    && matches!(expected, Expected::Hold { code: 201, .. }) =>
+            {
+                Some(state.clone())
+            }
             _ => None,
         }
     }
