@@ -16,10 +16,13 @@ use shared::App;
 use shared::http;
 use std::sync::{Arc, Mutex};
 
-/// The holds one client's callers know of: slot, key, and id once an
-/// answer gave it.
+/// A hold a client's callers know of: slot, key, and id once an answer
+/// gave it.
+type Known = (u64, String, Option<u64>);
+
+/// The holds one client's callers know of.
 #[derive(Clone, Default)]
-pub struct Holds(Arc<Mutex<Vec<(u64, String, Option<u64>)>>>);
+pub struct Holds(Arc<Mutex<Vec<Known>>>);
 
 /// One caller of `client`: `calls` calls on `slots`, recorded as `caller`.
 pub async fn caller(
