@@ -147,8 +147,9 @@ async fn a_randomized_workload_of_capped_clients_never_takes_one_over_its_cap() 
     db.drop().await;
 }
 
-/// Every client's active seats and every slot's held and confirmed seats,
-/// in one consistent snapshot, with a `now` read after it.
+/// Every client's active seats (and its allowance's bound above them) and
+/// every slot's held and confirmed seats, in one consistent snapshot, with
+/// a `now` read after it.
 async fn snapshot_check(db: &TestDb, clients: &[TestClient], caps: &[u32]) -> Vec<String> {
     let mut conn = db.admin.acquire().await.expect("connection");
     sqlx::query("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
@@ -172,6 +173,24 @@ async fn snapshot_check(db: &TestDb, clients: &[TestClient], caps: &[u32]) -> Ve
         .expect("client seats");
         if held > i64::from(*cap) {
             broken.push(format!("client {} holds {held} > cap {cap}", client.id.0));
+        }
+        // Its allowance's bound, when no count is due, is never below
+        // what it holds: a hold the bound passes is within the cap.
+        let bound: Option<(i64, bool)> = sqlx::query_as(
+            "SELECT CAST(held AS SIGNED), counted_at >= recount_after FROM client_allowances \
+             WHERE client_id = ?",
+        )
+        .bind(client.id.0)
+        .fetch_optional(&mut *conn)
+        .await
+        .expect("allowance");
+        if let Some((bound, true)) = bound
+            && bound < held
+        {
+            broken.push(format!(
+                "client {}: allowance {bound} < the {held} seats it holds",
+                client.id.0
+            ));
         }
     }
     let slots: Vec<(u64, u32, i64)> = sqlx::query_as(

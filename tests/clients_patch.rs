@@ -100,6 +100,36 @@ async fn a_patch_changes_the_limits_which_a_fresh_environment_applies_to_holds()
     db.drop().await;
 }
 
+/// A client's allowance is an upper bound only while every hold of the
+/// client is a capped one. Unlimited for a while, it holds without it; a
+/// cap set again must count those holds, not trust the old bound.
+#[tokio::test]
+async fn a_cap_set_again_counts_the_holds_made_while_unlimited() {
+    let db = TestDb::new().await;
+    let app = db.app_in(AuthMode::ApiKey, 0);
+    let admin = db.client("root", Role::Admin, None).await;
+    let shop = db.client("shop", Role::Booker, None).await;
+    let id = shop.id.0.to_string();
+    let slot = db.insert_slot(10).await;
+    let hold = async |cap: Value| {
+        let (status, body) = patch(&app, &admin, &id, json!({"max_held_seats": cap})).await;
+        assert_eq!(status, 200, "{body}");
+        let fresh = warm_apps_for(&db, 1, &shop).await.remove(0);
+        capped_hold(&fresh, &shop, slot, new_key().as_str(), 1).await
+    };
+    // Capped at 2: one hold, its allowance 1.
+    assert_eq!(hold(json!(2)).await.0, 201);
+    // Unlimited: three more, outside the allowance.
+    for _ in 0..3 {
+        assert_eq!(hold(json!(0)).await.0, 201);
+    }
+    // Capped at 2 again: four seats held, so no fifth.
+    let refused = hold(json!(2)).await;
+    assert_eq!(refused.0, 409, "{}", refused.1);
+    assert_eq!(refused.1["reason"], "hold_limit_reached", "{}", refused.1);
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn a_patch_refuses_names_roles_unknown_fields_and_bad_values_under_their_names() {
     let db = TestDb::new().await;

@@ -137,7 +137,10 @@ async fn a_rotated_password_and_every_kind_of_extra_grant_are_set_right_on_the_n
         .fetch_one(&mut root)
         .await
         .unwrap();
-    assert_eq!(left, 1, "api_clients' grant alone");
+    assert_eq!(
+        left, 2,
+        "the grants of its duty alone (api_clients, client_allowances)"
+    );
     root.close().await.ok();
     let old = booking.connect_with(&db, first).await;
     let err = old.expect_err("the old password is refused");

@@ -29,13 +29,17 @@ const BOOKING: &[(&str, &[&str])] = &[
     ("slots", ROWS),
     ("holds", ROWS),
     ("api_clients", &["SELECT"]),
+    ("client_allowances", &["SELECT", "INSERT", "UPDATE"]),
     ("events", ROWS),
     ("event_feed", &["SELECT", "UPDATE"]),
     ("sweep_reports", &["SELECT", "UPDATE"]),
 ];
 
 /// What the client administration user may do; nothing on any other.
-const CLIENT_ADMIN: &[(&str, &[&str])] = &[("api_clients", &["SELECT", "INSERT", "UPDATE"])];
+const CLIENT_ADMIN: &[(&str, &[&str])] = &[
+    ("api_clients", &["SELECT", "INSERT", "UPDATE"]),
+    ("client_allowances", &["SELECT", "INSERT", "UPDATE"]),
+];
 
 async fn two_users(db: &TestDb) -> (UniqueUser, UniqueUser) {
     let booking = UniqueUser::new(Duty::Booking, "Booking0Generated0Password0aB3dE5");

@@ -38,9 +38,12 @@ impl Booking {
         .map_err(|err| written.unknown_if_sent(err))
     }
 
-    /// First, before the slot's lock: the owner's client row, shared.
+    /// First, before the slot's lock: the owner's allowance row, shared
+    /// (or, with none yet, the gap where a capped hold would make it): a
+    /// capped hold's count and an extension of that client's hold never
+    /// overlap (docs/DESIGN.md, "One client's cap").
     pub const EXTEND_LOCK_CLIENT: &'static str =
-        "SELECT id FROM api_clients WHERE id = ? LOCK IN SHARE MODE";
+        "SELECT client_id FROM client_allowances WHERE client_id = ? LOCK IN SHARE MODE";
     /// After [`super::LOCK_SLOT`], one statement with one `now` (later than
     /// the slot's lock) locks the hold and decides everything: expired?
     /// started? and where the extension would move `expires_at`.

@@ -23,7 +23,7 @@ pub const LOCKED_CHECK: &str = concat!(
     slot_client_seats!(),
     ")) AS seats, IF(?, (",
     client_held!(),
-    "), NULL) AS held, k.id AS key_hold FROM slots s ",
+    "), NULL) AS held, UTC_TIMESTAMP(6) AS now, k.id AS key_hold FROM slots s ",
     "LEFT JOIN holds k ON k.client_id = ? AND k.idempotency_key = ? WHERE s.id = ?"
 );
 
@@ -82,6 +82,7 @@ struct LockedRow {
     share: Option<u32>,
     seats: Option<i64>,
     held: Option<i64>,
+    now: Option<chrono::NaiveDateTime>,
     key_hold: Option<u64>,
 }
 
@@ -95,7 +96,7 @@ pub(super) async fn locked_verdict(
     key: &IdempotencyKey,
     slot: SlotId,
     quantity: u32,
-) -> Result<Verdict, Error> {
+) -> Result<(Verdict, Option<Counted>), Error> {
     let row: LockedRow = sqlx::query_as(LOCKED_CHECK)
         .bind(client.0)
         .bind(cap.is_some())
@@ -106,18 +107,33 @@ pub(super) async fn locked_verdict(
         .fetch_optional(conn)
         .await?
         .ok_or(Error::SlotNotFound(slot))?;
+    let counted = match (cap, row.held, row.now) {
+        (Some(_), Some(held), Some(at)) => Some(Counted {
+            held: u32::try_from(held).unwrap_or(u32::MAX),
+            at,
+        }),
+        _ => None,
+    };
     if let Some(id) = row.key_hold {
-        return Ok(Verdict::Replay(HoldId(id)));
+        return Ok((Verdict::Replay(HoldId(id)), counted));
     }
     if row.closed.ok_or_else(|| incomplete("slot"))? {
-        return Ok(Verdict::Refuse(Error::SlotClosed(slot)));
+        return Ok((Verdict::Refuse(Error::SlotClosed(slot)), counted));
     }
-    if (row.share.is_some() && row.seats.is_none()) || (cap.is_some() && row.held.is_none()) {
+    if (row.share.is_some() && row.seats.is_none()) || (cap.is_some() && counted.is_none()) {
         return Err(incomplete("fair use"));
     }
     let refused = over_share(slot, row.share, row.seats, quantity)
         .or_else(|| over_cap(cap, row.held, quantity));
-    Ok(refused.map_or(Verdict::Pass, Verdict::Refuse))
+    Ok((refused.map_or(Verdict::Pass, Verdict::Refuse), counted))
+}
+
+/// A capped client's seats in active holds, counted under its locks, and
+/// the `now` they were counted at.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Counted {
+    pub(super) held: u32,
+    pub(super) at: chrono::NaiveDateTime,
 }
 
 /// 409 `slot_client_limit_reached` when `quantity` more seats would take

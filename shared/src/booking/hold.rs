@@ -1,5 +1,6 @@
 //! Hold: claim `quantity` seats of a slot, all or nothing, for the hold TTL.
 
+use super::allowance;
 use super::fair::{
     Precheck, Verdict, answer, locked_verdict, over_cap, over_share, share_precheck,
 };
@@ -78,13 +79,16 @@ impl Booking {
     pub const HOLD_PRECHECK: &'static str =
         concat!(hold_precheck!(), ", CAST(NULL AS SIGNED) AS client_held");
     /// The same for a client with a cap, with the seats of its active
-    /// holds last.
-    pub const HOLD_PRECHECK_CAPPED: &'static str =
-        concat!(hold_precheck!(), ", (", client_held!(), ") AS client_held");
-    /// A capped client's row, locked before the slot's: every capped hold
-    /// of one client is serialised from here to its COMMIT, and it is the
-    /// first statement, so no snapshot exists yet.
-    pub const HOLD_LOCK_CLIENT: &'static str = "SELECT id FROM api_clients WHERE id = ? FOR UPDATE";
+    /// holds last, counted only when its allowance's bound (below) would
+    /// not pass this hold: a hoarder over its cap is refused here, without
+    /// a lock; a client under it reads none of its holds. Extra binds:
+    /// quantity, cap, client, client.
+    pub const HOLD_PRECHECK_CAPPED: &'static str = concat!(
+        hold_precheck!(),
+        ", (SELECT IF(a.held + ? <= ? AND a.counted_at >= a.recount_after, NULL, (",
+        client_held!(),
+        ")) FROM client_allowances a WHERE a.client_id = ?) AS client_held"
+    );
     /// The claim: a conditional increment of the held-seats counter by the
     /// quantity. It reads no clock (its `now` would predate its lock wait);
     /// the new figure comes back as the statement's insert id, which tells
@@ -151,8 +155,12 @@ impl Booking {
             .bind(slot_id.0)
             .bind(client.0)
             .bind(slot_id.0);
-        if cap.is_some() {
-            precheck = precheck.bind(client.0);
+        if let Some(cap) = cap {
+            precheck = precheck
+                .bind(quantity)
+                .bind(cap)
+                .bind(client.0)
+                .bind(client.0);
         }
         let seen: Precheck = precheck.fetch_one(&mut **conn).await?;
         let (key_hold, bookable, closed) = (seen.key_hold, seen.bookable, seen.closed);
@@ -190,32 +198,41 @@ impl Booking {
         }
 
         let mut tx = Tx::begin(conn).await?;
-        if cap.is_some() {
-            // 2'. The client's row, before the slot's (the order of every
-            //     transaction that takes both).
-            sqlx::query(Self::HOLD_LOCK_CLIENT)
-                .bind(client.0)
-                .fetch_optional(&mut *tx)
-                .await?;
-        }
         // 2. Claim the seats: the condition is inside the write, and the
-        //    write takes the slot's row lock. It is the transaction's first
-        //    statement, so no snapshot exists yet: every plain read below
-        //    sees all that committed before the lock was granted.
-        let claim = sqlx::query(Self::HOLD_CLAIM)
-            .bind(quantity)
-            .bind(slot_id.0)
-            .bind(quantity)
-            .execute(&mut *tx)
-            .await?;
-        if claim.rows_affected() == 1 && claim.last_insert_id() == u64::from(quantity) {
+        //    write takes the slot's row lock. No snapshot exists before it
+        //    (no plain read was sent in this transaction): every plain read
+        //    below sees all that committed before the lock was granted.
+        //    2'. A capped client's allowance first, in the same packet
+        //    (`allowance.rs`): the client's lock before the slot's.
+        let (claim, count) = match cap {
+            Some(cap) => {
+                let claimed =
+                    allowance::claim(&mut tx, client, cap, quantity, slot_id, Self::HOLD_CLAIM)
+                        .await?;
+                (claimed.slot, (!claimed.passed).then_some(cap))
+            }
+            None => {
+                let claim = sqlx::query(Self::HOLD_CLAIM)
+                    .bind(quantity)
+                    .bind(slot_id.0)
+                    .bind(quantity)
+                    .execute(&mut *tx)
+                    .await?;
+                ((claim.rows_affected(), claim.last_insert_id()), None)
+            }
+        };
+        if count.is_some() {
+            allowance::lock_for_count(&mut tx, client).await?;
+        }
+        let (rows_affected, last_insert_id) = claim;
+        if rows_affected == 1 && last_insert_id == u64::from(quantity) {
             // 2a. The counter was empty: no counted hold exists, so the
             //     watermark may move up to now, sent after the lock.
             sqlx::query(Self::HOLD_WATERMARK)
                 .bind(slot_id.0)
                 .execute(&mut *tx)
                 .await?;
-        } else if claim.rows_affected() == 0 {
+        } else if rows_affected == 0 {
             // 2b. Full by the counter. Give back the seats of holds that
             //     expired since the last reclaim, then claim if they free
             //     enough.
@@ -249,11 +266,14 @@ impl Booking {
         //     is this request's lost attempt or its twin: a replay. Sent
         //     only when there is something to decide; a slot without a
         //     share at the pre-check is guarded at the insert instead.
-        let mut checked = seen.share.is_some() || cap.is_some();
+        let mut checked = seen.share.is_some() || count.is_some();
         if checked {
-            match locked_verdict(&mut tx, client, cap, key, slot_id, quantity).await? {
-                Verdict::Pass => {}
-                ended => {
+            match locked_verdict(&mut tx, client, count, key, slot_id, quantity).await? {
+                (Verdict::Pass, Some(counted)) => {
+                    allowance::set(&mut tx, client, counted, quantity).await?;
+                }
+                (Verdict::Pass, None) => {}
+                (ended, _) => {
                     tx.rollback().await?; // the claim
                     return answer(conn, ended, found).await;
                 }
@@ -281,8 +301,8 @@ impl Booking {
             //     the slot started).
             checked = true;
             match locked_verdict(&mut tx, client, None, key, slot_id, quantity).await? {
-                Verdict::Pass => {}
-                ended => {
+                (Verdict::Pass, _) => {}
+                (ended, _) => {
                     tx.rollback().await?; // the claim
                     return answer(conn, ended, found).await;
                 }

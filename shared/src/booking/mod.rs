@@ -5,6 +5,7 @@
 
 #[macro_use]
 mod sql;
+mod allowance;
 mod cancel;
 mod confirm;
 mod extend;

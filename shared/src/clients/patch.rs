@@ -5,11 +5,13 @@
 //! refuses new ones until the client is under it.
 
 use super::admin::{CAP, LOCK_CLIENT, RATE, find, limit, limit_message};
+use super::gate::Gate;
 use super::{ANONYMOUS, Client, ClientAdmin, ClientId};
 use crate::db;
 use crate::error::{Error, FieldErrors, sent_name};
 use serde_json::Value;
 use sqlx::{Connection, MySqlConnection};
+use std::time::Duration;
 
 /// The limits a patch sets: `None` leaves one as it is; `Some(None)` gives
 /// it back to the configured default.
@@ -82,12 +84,31 @@ const APPLY: &str = "UPDATE api_clients SET \
      rate_limit_per_second = IF(?, ?, rate_limit_per_second), \
      max_held_seats = IF(?, ?, max_held_seats) WHERE id = ?";
 
+/// A changed cap: the client's allowance is counted again by its first
+/// capped hold after the window in which an environment may still hold
+/// under the old one (a key's look-up lives [`Gate::LOOKUP_LIFETIME`], a
+/// request 10 s at most, with room). Its row first: the order of a capped
+/// hold (docs/DESIGN.md, "One client's cap"). Binds: client, seconds.
+const RECOUNT: &str = "INSERT INTO client_allowances (client_id, held, counted_at, recount_after) \
+     VALUES (?, 0, '1000-01-01', UTC_TIMESTAMP(6) + INTERVAL ? SECOND) \
+     ON DUPLICATE KEY UPDATE recount_after = VALUES(recount_after)";
+
+/// [`RECOUNT`]'s window.
+const RECOUNT_WINDOW: Duration = Duration::from_secs(Gate::LOOKUP_LIFETIME.as_secs() + 30);
+
 async fn patch_once(
     conn: &mut MySqlConnection,
     id: ClientId,
     patch: &ClientPatch,
 ) -> Result<Client, Error> {
     let mut tx = conn.begin().await?;
+    if patch.max_held_seats.is_some() {
+        sqlx::query(RECOUNT)
+            .bind(id.0)
+            .bind(RECOUNT_WINDOW.as_secs())
+            .execute(&mut *tx)
+            .await?;
+    }
     // The row's lock first: a revocation in flight either committed before
     // (409 here) or waits for this change.
     let target = find(&mut tx, id, LOCK_CLIENT).await?;

@@ -113,7 +113,13 @@ pub async fn target_from_env() -> Result<Target, String> {
     })
 }
 
-/// After the schema: the application's users, then the first admin key.
+/// Every client allowance counted again by its first capped hold after 15
+/// minutes (docs/DESIGN.md, "One client's cap").
+const RECOUNT_ALL: &str = "UPDATE client_allowances \
+     SET recount_after = GREATEST(recount_after, UTC_TIMESTAMP(6) + INTERVAL 15 MINUTE)";
+
+/// After the schema: the client allowances marked for a count, the
+/// application's users, then the first admin key.
 /// What was done, as a tail for the response's reason.
 pub(super) async fn keep(
     conn: &mut sqlx::MySqlConnection,
@@ -121,6 +127,13 @@ pub(super) async fn keep(
     target: &Target,
 ) -> Result<String, String> {
     let mut kept = String::new();
+    // Caps may change with a deploy (CLIENT_MAX_HELD_SEATS), and until
+    // every function runs this release's code, holds may be made without
+    // the allowances: each client's is counted again after that.
+    sqlx::query(RECOUNT_ALL)
+        .execute(&mut *conn)
+        .await
+        .map_err(|err| format!("cannot mark the client allowances for a count: {err}"))?;
     for user in &target.users {
         let outcome = super::users::ensure(conn, user).await?;
         kept.push_str(&format!(

@@ -69,10 +69,16 @@ const BOOKING: &[Grant] = &[
         object: Object::Table("holds"),
         privileges: ROWS,
     },
-    // The key gate, and a capped hold's lock on its client's row.
+    // The key gate, and a capped hold's lock on its client's row when it
+    // counts.
     Grant {
         object: Object::Table("api_clients"),
         privileges: &["SELECT"],
+    },
+    // The capped clients' allowances (made on a client's first count).
+    Grant {
+        object: Object::Table("client_allowances"),
+        privileges: &["SELECT", "INSERT", "UPDATE"],
     },
     // Written by events_commit (SQL SECURITY INVOKER: with these
     // privileges), sequenced, published, read as feeds, purged.
@@ -95,11 +101,19 @@ const BOOKING: &[Grant] = &[
 ];
 
 /// Creating, listing, changing and revoking clients (a revocation is an
-/// UPDATE: a client's row is never deleted).
-const CLIENT_ADMIN: &[Grant] = &[Grant {
-    object: Object::Table("api_clients"),
-    privileges: &["SELECT", "INSERT", "UPDATE"],
-}];
+/// UPDATE: a client's row is never deleted); a changed cap marks the
+/// client's allowance for a count (made if missing; MariaDB reads the
+/// row for the `VALUES()` of its `ON DUPLICATE KEY UPDATE`).
+const CLIENT_ADMIN: &[Grant] = &[
+    Grant {
+        object: Object::Table("api_clients"),
+        privileges: &["SELECT", "INSERT", "UPDATE"],
+    },
+    Grant {
+        object: Object::Table("client_allowances"),
+        privileges: &["SELECT", "INSERT", "UPDATE"],
+    },
+];
 
 impl Duty {
     pub fn grants(self) -> &'static [Grant] {
@@ -112,8 +126,8 @@ impl Duty {
     /// Schema-wide privileges the duty needs on this server beyond its
     /// table grants. MySQL 8 lets `SELECT … FOR UPDATE` lock a row only
     /// with one of DELETE, UPDATE or LOCK TABLES on its table besides
-    /// SELECT; a capped hold locks its client's `api_clients` row, and of
-    /// the three only LOCK TABLES (schema-wide, and only on tables the user
+    /// SELECT; a capped hold that counts locks its client's `api_clients`
+    /// row, and of the three only LOCK TABLES (schema-wide, and only on tables the user
     /// may SELECT) writes nothing. MariaDB needs SELECT alone.
     pub fn schema_privileges(self, server: Server) -> &'static [&'static str] {
         match (self, server) {
