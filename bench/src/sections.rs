@@ -207,20 +207,16 @@ fn fair_use(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String
          *service_capped* by 64 bookers at the default cap (`CLIENT_MAX_HELD_SEATS`, 500 seats) \
          taking turns, so that consecutive holds are different clients' and none reaches its cap \
          (its *capped_clients* line says the most one held; a refused hold would be a cheaper \
-         one). A capped hold locks its client's row first and counts the client's active seats \
-         under both locks (docs/DESIGN.md, \"One client's cap\"): one row lock more, and a range \
-         of at most the cap's rows read. One client's holds on many slots at once queue on its \
-         row: that is what makes its cap exact, and it is not measured here (one client's eight \
-         environments spread over 1,000 slots would serialise). **It fails its target:** the \
-         count reads each of the client's active holds (its `quantity`, through the index on \
-         `(client_id, status, expires_at)`), about 3 µs a hold on this machine, twice a hold (the \
-         pre-check, then under the locks): at 40 to 100 active holds per client that is 0.3 to \
-         0.5 ms on a hold of about 1.1 ms, and it grows with the client's holds up to its cap. \
-         Sending the three statements under the locks as one packet changed nothing here \
-         (0.72 → 0.72): the count, not the round trips, is the cost. What meets the target is a \
-         per-client counter moved like the slot's (a conditional increment under the client's \
-         row lock, given back by confirm, cancel and expiry), whose cost does not grow with the \
-         client's holds.\n\n\
+         one). A capped hold claims its client's allowance first, in one packet with the slot's \
+         claim: one row's write under the client's lock, and a count of the client's active \
+         holds only when the bound would refuse (docs/DESIGN.md, \"One client's cap\"). One \
+         client's holds on many slots at once queue on its row: that is what makes its cap \
+         exact, and it is not measured here (one client's eight environments spread over 1,000 \
+         slots would serialise). **Below its target on this machine:** the count of the \
+         client's active holds under the locks, which the allowance replaced, ran at 0.63 to \
+         0.72 (about 3 µs a counted hold, twice a hold, at 40 to 100 active holds per client); \
+         with the allowance it is the row's write that is left, on 2 cores shared by the \
+         environments, MariaDB and Redis.\n\n\
          *fair_use.refusals*: a booker with a rate of 1/s, refused once with 429 on a warm \
          environment, then {COUNTED} times more within its `Retry-After`; a key no client has, \
          refused once with 401, then {COUNTED} times more within 10 s. *round_trips* is what the \
