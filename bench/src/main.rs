@@ -32,6 +32,7 @@ mod report;
 mod scale;
 mod scenarios;
 mod sections;
+mod seed;
 mod setup;
 mod table;
 mod targets;

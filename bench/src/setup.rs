@@ -14,7 +14,7 @@ use shared::cache::Keys;
 use shared::clients::{ApiKey, Caller, ClientAdmin, ClientId, Needs, NewClient, Role};
 use shared::{App, Booking, Config};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
-use sqlx::{ConnectOptions, Connection, Executor, MySql, MySqlPool, QueryBuilder};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,7 +25,7 @@ use std::time::Duration;
 pub const ROOMY: u32 = 10_000_000;
 
 /// Rows per multi-row INSERT when seeding.
-const BATCH: usize = 1_000;
+pub(crate) const BATCH: usize = 1_000;
 
 /// The bench client's rate: the highest a client may have, so that its
 /// limit is checked on every call (the script really runs) and never
@@ -285,87 +285,6 @@ impl Bench {
         value
             .parse()
             .map_err(|_| format!("Innodb_row_lock_waits = {value}: not a number"))
-    }
-
-    /// `count` slots of `capacity` seats, in id order.
-    pub async fn insert_slots(&self, count: usize, capacity: u32) -> Result<Vec<u64>, String> {
-        let mut ids = Vec::with_capacity(count);
-        let mut left = count;
-        while left > 0 {
-            let n = left.min(BATCH);
-            let mut sql = QueryBuilder::<MySql>::new(
-                "INSERT INTO slots (starts_at, ends_at, capacity, remaining) ",
-            );
-            sql.push_values(0..n, |mut row, i| {
-                let hour = (count - left + i) as i64;
-                row.push("UTC_TIMESTAMP() + INTERVAL ")
-                    .push_unseparated(format!("{} HOUR", 24 + hour))
-                    .push("UTC_TIMESTAMP() + INTERVAL ")
-                    .push_unseparated(format!("{} HOUR", 25 + hour))
-                    .push_bind(capacity)
-                    .push_bind(capacity);
-            });
-            let done = sql
-                .build()
-                .execute(&self.admin)
-                .await
-                .map_err(|e| e.to_string())?;
-            // A multi-row INSERT reports its first id; the rest follow it.
-            let first = done.last_insert_id();
-            ids.extend(first..first + n as u64);
-            left -= n;
-        }
-        Ok(ids)
-    }
-
-    /// `per_slot` held holds on each of `slots` expiring at `expires_at`,
-    /// owned by the bench client and counted in `slots.held` as the
-    /// service would have counted them. Returns their ids, interleaved
-    /// over the slots.
-    pub async fn insert_holds(
-        &self,
-        slots: &[u64],
-        per_slot: usize,
-        expires_at: DateTime<Utc>,
-    ) -> Result<Vec<u64>, String> {
-        let total = slots.len() * per_slot;
-        let mut ids = Vec::with_capacity(total);
-        let mut made = 0;
-        while made < total {
-            let n = (total - made).min(BATCH);
-            let mut sql = QueryBuilder::<MySql>::new(
-                "INSERT INTO holds (slot_id, client_id, idempotency_key, status, expires_at) ",
-            );
-            sql.push_values(made..made + n, |mut row, i| {
-                row.push_bind(slots[i % slots.len()])
-                    .push_bind(self.client.0)
-                    .push_bind(uuid::Uuid::new_v4().to_string())
-                    .push("'held'")
-                    .push_bind(expires_at);
-            });
-            let done = sql
-                .build()
-                .execute(&self.admin)
-                .await
-                .map_err(|e| e.to_string())?;
-            let first = done.last_insert_id();
-            ids.extend(first..first + n as u64);
-            made += n;
-        }
-        for chunk in slots.chunks(BATCH) {
-            let mut sql = QueryBuilder::<MySql>::new("UPDATE slots SET held = held + ");
-            sql.push_bind(per_slot as u32).push(" WHERE id IN (");
-            let mut list = sql.separated(", ");
-            for id in chunk {
-                list.push_bind(*id);
-            }
-            sql.push(")");
-            sql.build()
-                .execute(&self.admin)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(ids)
     }
 
     /// p50 and p99 (ms) of 200 one-row autocommit UPDATEs: what a bare
