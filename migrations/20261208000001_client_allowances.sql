@@ -19,3 +19,9 @@ CREATE TABLE client_allowances (
     recount_after DATETIME(6)     NOT NULL DEFAULT '1000-01-01 00:00:00',
     PRIMARY KEY (client_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- Every client has its row from here on (made with the client, or by its
+-- first capped hold), so an extension's shared lock is on a record, never
+-- on a gap. Counted first: its holds were made without it.
+INSERT INTO client_allowances (client_id, held, counted_at, recount_after)
+SELECT id, 0, '1000-01-01', UTC_TIMESTAMP(6) + INTERVAL 15 MINUTE FROM api_clients;

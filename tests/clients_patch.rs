@@ -130,6 +130,53 @@ async fn a_cap_set_again_counts_the_holds_made_while_unlimited() {
     db.drop().await;
 }
 
+/// Whether `client`'s allowance is marked for a count more than `seconds`
+/// ahead.
+async fn marked_beyond(db: &TestDb, client: &TestClient, seconds: u32) -> bool {
+    sqlx::query_scalar(
+        "SELECT recount_after > UTC_TIMESTAMP(6) + INTERVAL ? SECOND FROM client_allowances \
+         WHERE client_id = ?",
+    )
+    .bind(seconds)
+    .bind(client.id.0)
+    .fetch_one(&db.admin)
+    .await
+    .expect("the client's allowance")
+}
+
+/// A patch marks the allowance for a count a minute ahead, never earlier
+/// than a mark it finds (a deploy's, 15 minutes).
+#[tokio::test]
+async fn a_patch_never_shortens_a_deploys_mark() {
+    let db = TestDb::new().await;
+    let app = db.app_in(AuthMode::ApiKey, 0);
+    let admin = db.client("root", Role::Admin, None).await;
+    let shop = db.client("shop", Role::Booker, None).await;
+    let id = shop.id.0.to_string();
+    assert!(
+        !marked_beyond(&db, &shop, 0).await,
+        "a new client: no count due"
+    );
+    let (status, body) = patch(&app, &admin, &id, json!({"max_held_seats": 3})).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(marked_beyond(&db, &shop, 30).await, "a minute ahead");
+    sqlx::query(
+        "UPDATE client_allowances SET recount_after = UTC_TIMESTAMP(6) + INTERVAL 15 MINUTE \
+         WHERE client_id = ?",
+    )
+    .bind(shop.id.0)
+    .execute(&db.admin)
+    .await
+    .unwrap();
+    let (status, body) = patch(&app, &admin, &id, json!({"max_held_seats": 4})).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        marked_beyond(&db, &shop, 600).await,
+        "the deploy's mark stays"
+    );
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn a_patch_refuses_names_roles_unknown_fields_and_bad_values_under_their_names() {
     let db = TestDb::new().await;

@@ -194,7 +194,7 @@ async fn the_first_admin_key_is_installed_as_bootstrap_admin_and_a_bad_one_fails
         bootstrap_admin: Some(Secret::new(key)),
     };
     let expected = ApiKey::parse(key).expect("a valid key").hash();
-    for _ in 0..2 {
+    for deploy in 0..2 {
         // Every deploy installs it again: one client, the same hash.
         let reason = decide(target(key)).await.expect("SUCCESS");
         assert!(reason.ends_with("; first admin key installed"), "{reason}");
@@ -207,6 +207,20 @@ async fn the_first_admin_key_is_installed_as_bootstrap_admin_and_a_bad_one_fails
         .await
         .expect("api_clients");
         assert_eq!(rows, [("admin".into(), expected.as_str().into(), None)]);
+        // Every client that was there before a deploy has its allowance
+        // marked for a count after it (the first made it new: no holds).
+        if deploy == 0 {
+            continue;
+        }
+        let unmarked: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM api_clients c LEFT JOIN client_allowances a \
+             ON a.client_id = c.id WHERE a.recount_after IS NULL \
+             OR a.recount_after < UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE",
+        )
+        .fetch_one(&db.admin)
+        .await
+        .expect("allowances");
+        assert_eq!(unmarked, 0, "every client counted again after the deploy");
     }
     // A secret that is no API key fails the deploy, without showing it.
     let bad = "not a key: s3cret";

@@ -12,14 +12,22 @@ use crate::error::Error;
 use sqlx::{Executor, MySqlConnection};
 
 /// The bound passes the hold, and moves by it (its new figure comes back
-/// as the insert id; 0: it did not pass). It locks the client's row, made
-/// if missing (with a count due): the first lock of a capped hold, before
-/// the slot's. A record lock either way, never a gap's, so two first holds
-/// of a new client queue as any two do. Binds: client, quantity, cap,
-/// quantity.
+/// as the insert id; 0: it did not pass). It locks the client's row: the
+/// first lock of a capped hold, before the slot's. Every client has one
+/// (made with it, `clients/admin.rs`); one missing is made here, with the holds of
+/// the next [`NEW_ROW_WINDOW`] counted (an environment may have held
+/// without it). Binds: client, window seconds, quantity, cap, quantity.
 pub const CLAIM: &str = "INSERT INTO client_allowances (client_id, held, counted_at, recount_after) \
-     VALUES (?, 0, '1000-01-01', '1000-01-02') ON DUPLICATE KEY UPDATE held = \
-     IF(held + ? <= ? AND counted_at >= recount_after, LAST_INSERT_ID(held + ?), held)";
+     VALUES (?, 0, '1000-01-01', UTC_TIMESTAMP(6) + INTERVAL ? SECOND) ON DUPLICATE KEY UPDATE \
+     held = IF(held + ? <= ? AND counted_at >= recount_after, LAST_INSERT_ID(held + ?), held)";
+
+/// How long holds are counted after a row is made by a hold: the time an
+/// environment keeps a client's cap with its key, and a request's.
+pub const NEW_ROW_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A claim the hold did not use (the slot was full, and its reclaim is
+/// committed): the bound gives it back. Binds: quantity, client.
+pub const GIVE_BACK: &str = "UPDATE client_allowances SET held = held - ? WHERE client_id = ?";
 
 /// The bound did not pass it, and the seats are counted under the locks:
 /// first the client's `api_clients` row, which a capped hold of the
@@ -57,7 +65,10 @@ pub(super) async fn claim(
     let q = u64::from(quantity);
     let packet = format!(
         "{};\n{}",
-        inline(CLAIM, &[client.0, q, u64::from(cap), q]),
+        inline(
+            CLAIM,
+            &[client.0, NEW_ROW_WINDOW.as_secs(), q, u64::from(cap), q]
+        ),
         inline(slot_claim, &[q, slot.0, q])
     );
     let mut done = Vec::with_capacity(2);
@@ -83,6 +94,20 @@ pub(super) async fn lock_for_count(
     client: ClientId,
 ) -> Result<(), Error> {
     conn.execute(sqlx::query(LOCK_FOR_COUNT).bind(client.0))
+        .await?;
+    Ok(())
+}
+
+/// [`GIVE_BACK`].
+pub(super) async fn give_back(
+    conn: &mut MySqlConnection,
+    client: ClientId,
+    quantity: u32,
+) -> Result<(), Error> {
+    sqlx::query(GIVE_BACK)
+        .bind(quantity)
+        .bind(client.0)
+        .execute(conn)
         .await?;
     Ok(())
 }
@@ -128,12 +153,13 @@ mod tests {
 
     #[test]
     fn the_packet_has_every_value_in_place_and_no_placeholder_left() {
-        let claim = inline(CLAIM, &[7, 2, 10, 2]);
+        let claim = inline(CLAIM, &[7, 60, 2, 10, 2]);
         assert_eq!(
             claim,
             "INSERT INTO client_allowances (client_id, held, counted_at, recount_after) \
-             VALUES (7, 0, '1000-01-01', '1000-01-02') ON DUPLICATE KEY UPDATE held = \
-             IF(held + 2 <= 10 AND counted_at >= recount_after, LAST_INSERT_ID(held + 2), held)"
+             VALUES (7, 0, '1000-01-01', UTC_TIMESTAMP(6) + INTERVAL 60 SECOND) ON DUPLICATE KEY \
+             UPDATE held = IF(held + 2 <= 10 AND counted_at >= recount_after, \
+             LAST_INSERT_ID(held + 2), held)"
         );
         let slot = inline(Booking::HOLD_CLAIM, &[2, 9, 2]);
         assert!(!slot.contains('?'), "{slot}");
@@ -142,7 +168,7 @@ mod tests {
             slot.ends_with("WHERE id = 9 AND held + 2 <= remaining"),
             "{slot}"
         );
-        assert_eq!(CLAIM.matches('?').count(), 4);
+        assert_eq!(CLAIM.matches('?').count(), 5);
         assert_eq!(Booking::HOLD_CLAIM.matches('?').count(), 3);
     }
 }

@@ -248,6 +248,10 @@ impl Booking {
                 return found(hold);
             }
             if u64::from(counters.held) + u64::from(quantity) > u64::from(counters.remaining) {
+                if cap.is_some() && count.is_none() {
+                    // The bound moved for a hold that is not made.
+                    allowance::give_back(&mut tx, client, quantity).await?;
+                }
                 tx.commit().await?; // keep the reclaim
                 return Err(Error::CapacityExhausted(slot_id));
             }

@@ -184,6 +184,7 @@ impl ClientAdmin {
             }
         })
         .map_err(|err| db::unknown_if(sent, err))?;
+        make_allowance(&self.pool, id).await;
         let mut client = self.find(id, deadline).await?;
         client.key = Some(key.expose().to_string());
         Ok(client)
@@ -307,7 +308,21 @@ pub async fn install_key(
         .bind(name)
         .fetch_one(pool)
         .await?;
+    make_allowance(pool, ClientId(id)).await;
     Ok(ClientId(id))
+}
+
+/// A new client's allowance row (docs/DESIGN.md, "One client's cap"): no
+/// holds yet, so a bound of 0 and no count due. With the row there, every
+/// lock on it is a record's, never a gap's. Idempotent; if it fails, the
+/// client's first capped hold makes it (and counts its holds a while).
+const MAKE_ALLOWANCE: &str = "INSERT IGNORE INTO client_allowances (client_id, held, counted_at) \
+     VALUES (?, 0, '1000-01-01')";
+
+async fn make_allowance(pool: &MySqlPool, id: ClientId) {
+    if let Err(err) = sqlx::query(MAKE_ALLOWANCE).bind(id.0).execute(pool).await {
+        tracing::info!(client = id.0, error = %err, "allowance row left to the first capped hold");
+    }
 }
 
 /// The name of the admin whose key Secrets Manager generates on AWS.

@@ -91,7 +91,7 @@ const APPLY: &str = "UPDATE api_clients SET \
 /// hold (docs/DESIGN.md, "One client's cap"). Binds: client, seconds.
 const RECOUNT: &str = "INSERT INTO client_allowances (client_id, held, counted_at, recount_after) \
      VALUES (?, 0, '1000-01-01', UTC_TIMESTAMP(6) + INTERVAL ? SECOND) \
-     ON DUPLICATE KEY UPDATE recount_after = VALUES(recount_after)";
+     ON DUPLICATE KEY UPDATE recount_after = GREATEST(recount_after, VALUES(recount_after))";
 
 /// [`RECOUNT`]'s window.
 const RECOUNT_WINDOW: Duration = Duration::from_secs(Gate::LOOKUP_LIFETIME.as_secs() + 30);

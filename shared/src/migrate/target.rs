@@ -113,10 +113,12 @@ pub async fn target_from_env() -> Result<Target, String> {
     })
 }
 
-/// Every client allowance counted again by its first capped hold after 15
-/// minutes (docs/DESIGN.md, "One client's cap").
-const RECOUNT_ALL: &str = "UPDATE client_allowances \
-     SET recount_after = GREATEST(recount_after, UTC_TIMESTAMP(6) + INTERVAL 15 MINUTE)";
+/// Every client's allowance (made if missing) counted again by its first
+/// capped hold after 15 minutes (docs/DESIGN.md, "One client's cap").
+const RECOUNT_ALL: &str = "INSERT INTO client_allowances \
+     (client_id, held, counted_at, recount_after) \
+     SELECT id, 0, '1000-01-01', UTC_TIMESTAMP(6) + INTERVAL 15 MINUTE FROM api_clients \
+     ON DUPLICATE KEY UPDATE recount_after = GREATEST(recount_after, VALUES(recount_after))";
 
 /// After the schema: the client allowances marked for a count, the
 /// application's users, then the first admin key.
