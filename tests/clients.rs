@@ -5,7 +5,7 @@
 
 use lambda_http::http::Method;
 use serde_json::{Value, json};
-use shared::clients::admin::install_bootstrap_admin;
+use shared::clients::install::install_bootstrap_admin;
 use shared::clients::{KeyHash, Role};
 use shared::config::AuthMode;
 use shared::secret::Secret;

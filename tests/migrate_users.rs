@@ -9,7 +9,8 @@
 use shared::clients::ApiKey;
 use shared::config::Secret;
 use shared::migrate::Target;
-use shared::migrate::users::{self, Duty};
+use shared::migrate::duty::Duty;
+use shared::migrate::users;
 use slot_booking_tests::db_users::{UniqueUser, decide, denied, deploy};
 use slot_booking_tests::private_mariadb::PrivateMariaDb;
 use slot_booking_tests::*;

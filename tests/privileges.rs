@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use shared::clients::Role;
 use shared::events::{self, Unsent};
 use shared::http;
-use shared::migrate::users::Duty;
+use shared::migrate::duty::Duty;
 use slot_booking_tests::caps::capped_hold;
 use slot_booking_tests::db_users::{UniqueUser, denied, deploy};
 use slot_booking_tests::keys::clients_request;

@@ -6,7 +6,7 @@
 //! one line per scenario; exits 1 if any fails.
 
 use shared::clients::Role;
-use shared::clients::admin::install_key;
+use shared::clients::install::install_key;
 use shared::clients::key::ApiKey;
 use slot_booking_tests::scenarios;
 

@@ -5,7 +5,8 @@
 
 use crate::{TestDb, server_url};
 use shared::config::{Access, AuthMode, Secret};
-use shared::migrate::users::{AppUser, Duty};
+use shared::migrate::duty::Duty;
+use shared::migrate::users::AppUser;
 use shared::migrate::{self, Request, Status, Target};
 use shared::{App, Config};
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError};

@@ -8,7 +8,7 @@ use lambda_http::http::{HeaderValue, Method, header};
 use serde_json::Value;
 use shared::App;
 use shared::cache::{AvailabilityCache, CacheSettings};
-use shared::clients::admin::install_key;
+use shared::clients::install::install_key;
 use shared::clients::{ApiKey, ClientId, Role};
 use shared::config::{Access, AuthMode, HoldRules};
 use std::time::Duration;

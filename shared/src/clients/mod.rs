@@ -12,12 +12,14 @@
 
 pub mod admin;
 pub mod gate;
+pub mod install;
 pub mod key;
 pub mod page;
 pub mod patch;
 
-pub use admin::{ClientAdmin, NewClient, install_bootstrap_admin};
+pub use admin::{ClientAdmin, NewClient};
 pub use gate::{Gate, Needs};
+pub use install::install_bootstrap_admin;
 pub use key::{ApiKey, KeyHash};
 pub use page::{ClientCursor, ClientPage};
 pub use patch::ClientPatch;

@@ -10,29 +10,9 @@
 //! grant lends the account another's privileges, so both are extra
 //! whatever they hold.
 
-use super::users::{Duty, Object};
+use super::duty::{Duty, Object, Server};
 use sqlx::{AssertSqlSafe, MySqlConnection};
 use std::fmt;
-
-/// The server family: their grant tables differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Server {
-    MariaDb,
-    MySql,
-}
-
-impl Server {
-    pub async fn of(conn: &mut MySqlConnection) -> Result<Self, sqlx::Error> {
-        let version: String = sqlx::query_scalar("SELECT CAST(VERSION() AS CHAR)")
-            .fetch_one(&mut *conn)
-            .await?;
-        Ok(if version.contains("MariaDB") {
-            Server::MariaDb
-        } else {
-            Server::MySql
-        })
-    }
-}
 
 /// One thing an account holds beyond its duty.
 #[derive(Debug, Clone, PartialEq, Eq)]

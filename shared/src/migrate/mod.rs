@@ -25,6 +25,7 @@ use sqlx::{ConnectOptions, Connection};
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
+pub mod duty;
 mod grants;
 pub mod runner;
 mod statements;

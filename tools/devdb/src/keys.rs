@@ -3,7 +3,7 @@
 //! `.dev-keys.env`), so that they survive restarts and can be sourced by a
 //! shell: `. ./.dev-keys.env && curl -H "Authorization: Bearer $BOOKER_KEY" …`.
 
-use shared::clients::admin::install_key;
+use shared::clients::install::install_key;
 use shared::clients::{ApiKey, Role};
 use sqlx::MySqlPool;
 use std::path::PathBuf;
