@@ -10,7 +10,7 @@ use serde_json::Value;
 use shared::App;
 use shared::http;
 use slot_booking_tests::history::workload::{self, Shared};
-use slot_booking_tests::history::{Call, Recorder, Report, Request, Rules, check};
+use slot_booking_tests::history::{Call, Recorder, Report, Request, Rules, check, outcomes};
 use slot_booking_tests::planted;
 use slot_booking_tests::proxy::Proxy;
 use slot_booking_tests::*;
@@ -86,19 +86,7 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
     refusals_at_the_cap_and_after_expiry(&direct, &shared, epilogue, ttl, lifetime).await;
     let history = recorder.history();
     let report = check(&history, &capacities, Rules::new(ttl, lifetime));
-    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
-    for c in &history {
-        let what = match c.request {
-            Request::Hold { .. } => "hold",
-            Request::Confirm { .. } => "confirm",
-            Request::Cancel { .. } => "cancel",
-            Request::Extend { .. } => "extend",
-        };
-        let answer = c.response.reason.clone().unwrap_or_default();
-        *outcomes
-            .entry(format!("{what} {} {answer}", c.response.status))
-            .or_default() += 1;
-    }
+    let outcomes = outcomes(&history);
     println!(
         "hold ttl {ttl:?}, lifetime {lifetime:?}; answers lost {cuts} times; {ended} abandoned sessions ended"
     );

@@ -13,7 +13,7 @@ use shared::config::{Access, AuthMode, HoldRules};
 use shared::{App, Config};
 use slot_booking_tests::caps::set_cap;
 use slot_booking_tests::history::capped::{self, Holds};
-use slot_booking_tests::history::{Capped, Recorder, Request, Rules, check, check_caps};
+use slot_booking_tests::history::{Capped, Recorder, Rules, check, check_caps, outcomes};
 use slot_booking_tests::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -84,19 +84,7 @@ async fn capped_clients_histories_fit_their_slots_and_their_caps() {
     let history = rec.history();
     let report = check(&history, &capacities, Rules::new(ttl, lifetime));
     let caps = check_caps(&history, &clients);
-    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
-    for c in &history {
-        let what = match c.request {
-            Request::Hold { .. } => "hold",
-            Request::Confirm { .. } => "confirm",
-            Request::Cancel { .. } => "cancel",
-            Request::Extend { .. } => "extend",
-        };
-        let answer = c.response.reason.clone().unwrap_or_default();
-        *outcomes
-            .entry(format!("{what} {} {answer}", c.response.status))
-            .or_default() += 1;
-    }
+    let outcomes = outcomes(&history);
     println!("hold ttl {ttl:?}; history: {report}");
     println!("outcomes: {outcomes:?}");
     assert!(report.linearizable(), "{report}");

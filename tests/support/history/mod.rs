@@ -216,3 +216,21 @@ impl Recorder {
         u64::try_from(elapsed).unwrap_or(0)
     }
 }
+
+/// How many calls got each answer: `"<call> <status> <reason>"`.
+pub fn outcomes(history: &[Call]) -> std::collections::BTreeMap<String, usize> {
+    let mut outcomes = std::collections::BTreeMap::new();
+    for c in history {
+        let what = match c.request {
+            Request::Hold { .. } => "hold",
+            Request::Confirm { .. } => "confirm",
+            Request::Cancel { .. } => "cancel",
+            Request::Extend { .. } => "extend",
+        };
+        let answer = c.response.reason.clone().unwrap_or_default();
+        *outcomes
+            .entry(format!("{what} {} {answer}", c.response.status))
+            .or_default() += 1;
+    }
+    outcomes
+}
