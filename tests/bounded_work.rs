@@ -2,7 +2,7 @@
 //! nothing running on the database. Closing a connection does not stop its
 //! statement; the server's own time limit (`shared/src/db/limit.rs`) does.
 
-use shared::clients::Caller;
+use shared::clients::{Caller, Role};
 use shared::error::Error;
 use slot_booking_tests::locks::SlotLock;
 use slot_booking_tests::*;
@@ -56,6 +56,58 @@ async fn a_claim_stuck_behind_a_lock_is_stopped_by_the_server_before_the_503() {
     let held = app.booking.hold(&CALLER, slot, 1, &new_key()).await;
     assert!(held.is_ok(), "{held:?}");
     db.drop().await;
+}
+
+/// The same for a capped hold, whose claim is one CALL
+/// (`hold_claim_capped`): the server's limit stops the whole CALL, its
+/// allowance's write with it. A session inside a procedure may show no
+/// database in the process list: it is looked for by its statement too.
+#[tokio::test]
+async fn a_capped_claim_stuck_behind_a_lock_is_stopped_by_the_server_before_the_503() {
+    let db = TestDb::new().await;
+    let app = db.app();
+    let slot = db.insert_slot(1).await;
+    let client = db.client("capped", Role::Booker, None).await;
+    let caller = Caller {
+        id: client.id,
+        role: Role::Booker,
+        rate: None,
+        held_cap: Some(10),
+    };
+    warm(&app).await;
+    let lock = SlotLock::take(&db, slot).await;
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(800);
+    let answer = app
+        .booking
+        .until(deadline.into_std())
+        .hold(&caller, slot, 1, &new_key())
+        .await;
+    let mut still = running(&db).await;
+    still.extend(running_calls(&db).await);
+    let took = started.elapsed();
+    lock.release().await;
+    assert!(matches!(answer, Err(Error::Unavailable(_))), "{answer:?}");
+    assert!(still.is_empty(), "still running after the 503: {still:?}");
+    assert!(took < Duration::from_millis(800), "answered after {took:?}");
+    let held = app.booking.hold(&caller, slot, 1, &new_key()).await;
+    assert!(held.is_ok(), "{held:?}");
+    db.drop().await;
+}
+
+/// Sessions inside a procedure, whatever database they show: the process
+/// list shows the statement running in it, its parameters as
+/// `NAME_CONST` (no other test of this file makes a capped hold).
+async fn running_calls(db: &TestDb) -> Vec<(String, String)> {
+    sqlx::query_as(
+        "SELECT COALESCE(STATE, ''), LEFT(COALESCE(INFO, ''), 80) \
+         FROM information_schema.PROCESSLIST \
+         WHERE COMMAND <> 'Sleep' AND ID <> CONNECTION_ID() \
+         AND (INFO LIKE '%NAME\\_CONST(%' OR INFO LIKE 'CALL %')",
+    )
+    .fetch_all(&db.admin)
+    .await
+    .expect("process list")
 }
 
 /// The same for a read: one that waits for a table lock past its

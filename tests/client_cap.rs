@@ -304,3 +304,39 @@ async fn a_capped_hold_counts_what_committed_while_it_waited_for_the_slot() {
     assert_eq!(client_seats(&db, &client).await, 2);
     db.drop().await;
 }
+
+/// A client over its cap is refused under the locks once; its environment
+/// then refuses it in the pre-check, without queueing on a lock another
+/// transaction holds. Another environment, which has not refused it yet,
+/// queues and refuses it under the locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_refused_at_its_cap_is_refused_again_without_a_lock() {
+    let db = TestDb::new().await;
+    let client = capped_client(&db, "hoarder", 1).await;
+    let slot = db.insert_slot(10).await;
+    let mut apps = warm_apps_for(&db, 2, &client).await;
+    let (here, elsewhere) = (apps.remove(0), apps.remove(0));
+    let held = capped_hold(&here, &client, slot, new_key().as_str(), 1).await;
+    assert_eq!(held.0, 201, "{}", held.1);
+    let refused = capped_hold(&here, &client, slot, new_key().as_str(), 1).await;
+    assert_eq!(refused.1["reason"], "hold_limit_reached", "{}", refused.1);
+
+    let lock = SlotLock::take(&db, slot).await;
+    let again = tokio::time::timeout(
+        Duration::from_secs(3),
+        capped_hold(&here, &client, slot, new_key().as_str(), 1),
+    )
+    .await
+    .expect("refused without waiting for the slot's lock");
+    assert_eq!(again.1["reason"], "hold_limit_reached", "{}", again.1);
+    let queued = tokio::spawn({
+        let client = client.clone();
+        async move { capped_hold(&elsewhere, &client, slot, new_key().as_str(), 1).await }
+    });
+    db.wait_for_lock_waiters(1).await;
+    lock.release().await;
+    let queued = queued.await.unwrap();
+    assert_eq!(queued.1["reason"], "hold_limit_reached", "{}", queued.1);
+    assert_eq!(client_seats(&db, &client).await, 1);
+    db.drop().await;
+}

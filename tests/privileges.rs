@@ -196,7 +196,8 @@ async fn each_user_may_do_exactly_what_its_table_says_and_nothing_else() {
     assert_refused_everything_else(&db, &booking).await;
     assert_refused_everything_else(&db, &clients).await;
 
-    // The procedure a booking commits by: the booking user's alone.
+    // The procedures a booking commits and a capped hold claims by: the
+    // booking user's alone.
     let mut conn = booking.connect(&db).await.expect("login");
     call_events_commit(&mut conn)
         .await
@@ -211,6 +212,13 @@ async fn each_user_may_do_exactly_what_its_table_says_and_nothing_else() {
     conn.close().await.ok();
     let mut conn = clients.connect(&db).await.expect("login");
     let result = call_events_commit(&mut conn).await;
+    assert!(denied(&result).is_some(), "{result:?}");
+    // A capped hold's claim, the booking user's alone too (its use by the
+    // booking user: the capped holds below).
+    let result = conn
+        .execute("CALL hold_claim_capped(1, 60, 1, 10, 1)")
+        .await
+        .map(drop);
     assert!(denied(&result).is_some(), "{result:?}");
     conn.close().await.ok();
 }

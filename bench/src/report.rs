@@ -74,7 +74,8 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
         ("service", "redis_get"),
         ("service", "seed_count"),
         ("service_quantity_5", "service_quantity_1"),
-        ("service_capped", "service"),
+        ("service_capped", "service_uncapped"),
+        ("service_uncapped", "service"),
     ];
     for (measured, reference) in PAIRS {
         for row in rows.iter().filter(|r| r.variant == *measured) {

@@ -203,20 +203,23 @@ fn fair_use(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String
         w,
         "*fair_use.hold_cap*: holds on one slot (*one_slot*, every hold queues on its row lock) \
          and spread over 1,000 slots, 1 and 8 environments, in alternating rounds on twin slots: \
-         *service* by the bench client, which has no cap (`max_held_seats` 0), against \
          *service_capped* by 64 bookers at the default cap (`CLIENT_MAX_HELD_SEATS`, 500 seats) \
          taking turns, so that consecutive holds are different clients' and none reaches its cap \
          (its *capped_clients* line says the most one held; a refused hold would be a cheaper \
-         one). A capped hold claims its client's allowance first, in one packet with the slot's \
-         claim: one row's write under the client's lock, and a count of the client's active \
-         holds only when the bound would refuse (docs/DESIGN.md, \"One client's cap\"). One \
-         client's holds on many slots at once queue on its row: that is what makes its cap \
-         exact, and it is not measured here (one client's eight environments spread over 1,000 \
-         slots would serialise). **Below its target on this machine:** the count of the \
-         client's active holds under the locks, which the allowance replaced, ran at 0.63 to \
-         0.72 (about 3 µs a counted hold, twice a hold, at 40 to 100 active holds per client); \
-         with the allowance it is the row's write that is left, on 2 cores shared by the \
-         environments, MariaDB and Redis.\n\n\
+         one), against *service_uncapped*, 64 bookers with no cap (`max_held_seats` 0) taking \
+         turns the same way: the two differ in the cap alone. *service* is the bench client \
+         alone, no cap: what the turns themselves cost (another client's rate-limit key and \
+         index ranges on each hold). A capped hold claims its client's allowance first, in one \
+         CALL with the slot's claim (`hold_claim_capped`): one row's write under the client's \
+         lock, and a count of the client's active holds only when the bound would refuse; its \
+         pre-check reads the allowance only for a client this environment refused at its cap \
+         in the last minute (docs/DESIGN.md, \"One client's cap\"). One client's holds on many \
+         slots at once queue on its row: that is what makes its cap exact, and it is not \
+         measured here (one client's eight environments spread over 1,000 slots would \
+         serialise). Before, against the bench client alone: the count of the client's active \
+         holds under the locks ran at 0.63 to 0.72 (about 3 µs a counted hold, twice a hold, at \
+         40 to 100 active holds per client); the allowance sent as a text packet, with a read \
+         of it in every pre-check, at 0.78 to 0.88.\n\n\
          *fair_use.refusals*: a booker with a rate of 1/s, refused once with 429 on a warm \
          environment, then {COUNTED} times more within its `Retry-After`; a key no client has, \
          refused once with 401, then {COUNTED} times more within 10 s. *round_trips* is what the \

@@ -46,6 +46,9 @@ pub struct Bench {
     /// Bookers at the default cap (`CLIENT_MAX_HELD_SEATS`), the
     /// `Authorization` header values: a capped hold is made by the next.
     pub capped: Arc<Vec<String>>,
+    /// As many bookers with no cap, taking turns the same way: the
+    /// reference the cap's cost is measured against.
+    pub uncapped: Arc<Vec<String>>,
 }
 
 /// One Lambda execution environment, plus a raw Redis connection of its
@@ -63,6 +66,7 @@ pub struct Env {
     pub client: ClientId,
     pub bearer: String,
     pub capped: Arc<Vec<String>>,
+    pub uncapped: Arc<Vec<String>>,
     /// Shared by every environment: consecutive capped holds are made by
     /// different clients.
     pub turn: Arc<AtomicUsize>,
@@ -80,8 +84,17 @@ impl Env {
 
     /// [`Env::admit`] as the next of the capped clients.
     pub async fn admit_capped(&self) -> Result<Caller, shared::Error> {
+        self.admit_next(&self.capped).await
+    }
+
+    /// [`Env::admit`] as the next of the uncapped clients.
+    pub async fn admit_uncapped(&self) -> Result<Caller, shared::Error> {
+        self.admit_next(&self.uncapped).await
+    }
+
+    async fn admit_next(&self, bearers: &[String]) -> Result<Caller, shared::Error> {
         let n = self.turn.fetch_add(1, Ordering::Relaxed);
-        let bearer = &self.capped[n % self.capped.len()];
+        let bearer = &bearers[n % bearers.len()];
         let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
         self.app
             .gate
@@ -148,15 +161,20 @@ impl Bench {
             max_held_seats: Some(0), // the benches measure no cap
         };
         let (client, bearer) = make_client(&admin, new).await?;
-        let mut capped = Vec::with_capacity(CAPPED_CLIENTS);
+        let (mut capped, mut uncapped) = (Vec::new(), Vec::new());
         for n in 0..CAPPED_CLIENTS {
-            let new = NewClient {
-                name: format!("bench-capped-{n}"),
-                role: Role::Booker,
-                rate_limit_per_second: Some(RATE),
-                max_held_seats: None, // CLIENT_MAX_HELD_SEATS, the default
-            };
-            capped.push(make_client(&admin, new).await?.1);
+            for (name, cap, bearers) in [
+                ("capped", None, &mut capped), // CLIENT_MAX_HELD_SEATS, the default
+                ("uncapped", Some(0), &mut uncapped),
+            ] {
+                let new = NewClient {
+                    name: format!("bench-{name}-{n}"),
+                    role: Role::Booker,
+                    rate_limit_per_second: Some(RATE),
+                    max_held_seats: cap,
+                };
+                bearers.push(make_client(&admin, new).await?.1);
+            }
         }
         Ok(Self {
             name: name.to_string(),
@@ -166,6 +184,7 @@ impl Bench {
             client,
             bearer,
             capped: Arc::new(capped),
+            uncapped: Arc::new(uncapped),
         })
     }
 
@@ -259,14 +278,18 @@ impl Bench {
                 client: self.client,
                 bearer: self.bearer.clone(),
                 capped: self.capped.clone(),
+                uncapped: self.uncapped.clone(),
                 turn: turn.clone(),
             };
             // Its keys looked up once, as a warm environment has.
             env.admit()
                 .await
                 .map_err(|e| format!("environment cannot authenticate: {e}"))?;
-            for _ in 0..self.capped.len() {
-                env.admit_capped()
+            let deadline = tokio::time::Instant::now() + DEFAULT_BUDGET;
+            for bearer in self.capped.iter().chain(self.uncapped.iter()) {
+                env.app
+                    .gate
+                    .admit(Some(bearer.as_str()), Needs::Booker, deadline)
                     .await
                     .map_err(|e| format!("environment cannot authenticate: {e}"))?;
             }
@@ -358,8 +381,9 @@ pub fn count_from_env(name: &str, min: u64, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// How many capped clients take turns at capped holds: enough that none
-/// reaches the default cap (500 seats) in a case of the `fair_use` group.
+/// How many capped clients take turns at capped holds (and uncapped ones
+/// at the reference's): enough that none reaches the default cap (500
+/// seats) in a case of the `fair_use` group.
 pub const CAPPED_CLIENTS: usize = 64;
 
 /// Made as `POST /clients` makes one: its id and `Authorization` value.

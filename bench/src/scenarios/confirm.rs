@@ -39,7 +39,7 @@ pub async fn outbox(
     timing: Timing,
     emit: &mut dyn FnMut(Row),
 ) -> Result<(), String> {
-    let timing = timing.outbox();
+    let timing = timing.close();
     let envs = bench.envs(8).await?;
     let arms = |scenario: &str| -> Vec<Arm> {
         OUTBOX_ARMS
@@ -85,7 +85,7 @@ pub async fn revision(
     emit: &mut dyn FnMut(Row),
 ) -> Result<(), String> {
     const ARMS: [Variant; 2] = [Variant::Raw, Variant::RawBefore];
-    let timing = timing.outbox();
+    let timing = timing.close();
     let envs = bench.envs(8).await?;
     for clients in [1, 8] {
         let case = HoldCase {

@@ -222,7 +222,7 @@ pub(super) fn fair_use_targets(rows: &[Row]) -> Vec<Target> {
     ] {
         for clients in [1, 8] {
             let capped = find(rows, scenario, "service_capped", Some(clients));
-            let free = find(rows, scenario, "service", Some(clients));
+            let free = find(rows, scenario, "service_uncapped", Some(clients));
             let most = find(rows, scenario, &format!("capped_clients@{clients}"), None);
             let judged = match (capped, free, most) {
                 (Some(capped), Some(free), Some(most)) if ops(free) > 0.0 => {

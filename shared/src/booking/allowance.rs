@@ -10,20 +10,24 @@ use super::fair::Counted;
 use crate::domain::{ClientId, SlotId};
 use crate::error::Error;
 use sqlx::{Executor, MySqlConnection};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// The bound passes the hold, and moves by it (its new figure comes back
-/// as the insert id; 0: it did not pass). It locks the client's row: the
-/// first lock of a capped hold, before the slot's. Every client has one
-/// (made with it, `clients/admin.rs`); one missing is made here, with the holds of
-/// the next [`NEW_ROW_WINDOW`] counted (an environment may have held
-/// without it). Binds: client, window seconds, quantity, cap, quantity.
-pub const CLAIM: &str = "INSERT INTO client_allowances (client_id, held, counted_at, recount_after) \
-     VALUES (?, 0, '1000-01-01', UTC_TIMESTAMP(6) + INTERVAL ? SECOND) ON DUPLICATE KEY UPDATE \
-     held = IF(held + ? <= ? AND counted_at >= recount_after, LAST_INSERT_ID(held + ?), held)";
+/// The bound passes the hold and moves by it, then the slot's claim
+/// (`Booking::HOLD_CLAIM`), in one CALL of the `hold_claim_capped`
+/// procedure (migrations/…_hold_claim_capped.sql): the client's lock, the
+/// first of a capped hold, before the slot's. Every client has its row
+/// (made with it, `clients/install.rs`); one missing is made there, with
+/// the holds of the next [`NEW_ROW_WINDOW`] counted (an environment may
+/// have held without it). Binds: client, window seconds, quantity, cap,
+/// slot. Its row: the bound's new figure (0: it did not pass), the slot's
+/// rows matched and its new `held`.
+pub const CLAIM: &str = "CALL hold_claim_capped(?, ?, ?, ?, ?)";
 
 /// How long holds are counted after a row is made by a hold: the time an
 /// environment keeps a client's cap with its key, and a request's.
-pub const NEW_ROW_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+pub const NEW_ROW_WINDOW: Duration = Duration::from_secs(60);
 
 /// A claim the hold did not use (the slot was full, and its reclaim is
 /// committed): the bound gives it back. Binds: quantity, client.
@@ -41,51 +45,46 @@ pub const LOCK_FOR_COUNT: &str = "SELECT id FROM api_clients WHERE id = ? FOR UP
 pub const SET: &str =
     "UPDATE client_allowances SET held = ? + ?, counted_at = ? WHERE client_id = ?";
 
-/// What the first packet of a capped hold did.
+/// What the first CALL of a capped hold did.
 pub(super) struct Claimed {
     /// The bound passed the hold.
     pub(super) passed: bool,
-    /// The slot's claim: rows affected, and its insert id (the counter's
-    /// new figure).
+    /// The slot's claim: rows matched, and the counter's new figure (what
+    /// the uncapped claim's rows affected and insert id say).
     pub(super) slot: (u64, u64),
 }
 
-/// [`CLAIM`] and the slot's `claim`, in this order, in one packet: one
-/// round trip where two would wait on the network with the client's row
-/// locked. Text: its values, integers only, are written into it.
+/// [`CLAIM`]: its one row, and the CALL's end read here too
+/// (`fetch_all`), so that an error the server reports after the row is
+/// this claim's, not the next statement's.
 pub(super) async fn claim(
     conn: &mut MySqlConnection,
     client: ClientId,
     cap: u32,
     quantity: u32,
     slot: SlotId,
-    slot_claim: &str,
 ) -> Result<Claimed, Error> {
-    use futures_util::TryStreamExt;
-    let q = u64::from(quantity);
-    let packet = format!(
-        "{};\n{}",
-        inline(
-            CLAIM,
-            &[client.0, NEW_ROW_WINDOW.as_secs(), q, u64::from(cap), q]
+    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(CLAIM)
+        .bind(client.0)
+        .bind(NEW_ROW_WINDOW.as_secs())
+        .bind(quantity)
+        .bind(cap)
+        .bind(slot.0)
+        .fetch_all(&mut *conn)
+        .await?;
+    let &[(bound, matched, held)] = &rows[..] else {
+        return Err(Error::Unavailable(sqlx::Error::Protocol(format!(
+            "the capped claim came back with {} rows, not 1",
+            rows.len()
+        ))));
+    };
+    Ok(Claimed {
+        passed: bound > 0,
+        slot: (
+            u64::try_from(matched).unwrap_or(0),
+            u64::try_from(held).unwrap_or(0),
         ),
-        inline(slot_claim, &[q, slot.0, q])
-    );
-    let mut done = Vec::with_capacity(2);
-    let mut results = sqlx::raw_sql(sqlx::AssertSqlSafe(packet)).execute_many(&mut *conn);
-    while let Some(result) = results.try_next().await? {
-        done.push((result.rows_affected(), result.last_insert_id()));
-    }
-    match done[..] {
-        [(_, bound), slot] => Ok(Claimed {
-            passed: bound > 0,
-            slot,
-        }),
-        _ => Err(Error::Unavailable(sqlx::Error::Protocol(format!(
-            "a capped claim came back with {} results, not 2",
-            done.len()
-        )))),
-    }
+    })
 }
 
 /// [`LOCK_FOR_COUNT`], before the count.
@@ -129,46 +128,77 @@ pub(super) async fn set(
     Ok(())
 }
 
-/// `sql` with its `?`s replaced by `values`, in order. The statements put
-/// through here have no `?` in a literal, and as many as values.
-fn inline(sql: &str, values: &[u64]) -> String {
-    let mut out = String::with_capacity(sql.len() + 8 * values.len());
-    let mut values = values.iter();
-    for (i, part) in sql.split('?').enumerate() {
-        if i > 0 {
-            match values.next() {
-                Some(value) => out.push_str(&value.to_string()),
-                None => out.push('?'),
+/// The clients this environment refused at their cap under the locks, and
+/// when: their next holds here read their seats in the pre-check
+/// (`Booking::HOLD_PRECHECK_CAPPED`), so a hoarder over its cap is refused
+/// without a lock, and it alone pays for that read. Any other capped hold
+/// reads only the slot, as an uncapped one does. A hint, never a verdict:
+/// the locked path decides every hold whatever it says.
+#[derive(Clone, Default)]
+pub(super) struct AtCap(Arc<Mutex<HashMap<ClientId, Instant>>>);
+
+impl AtCap {
+    /// How long a refusal is remembered: a client's holds that free seats
+    /// meanwhile only cost it the read.
+    const LIFETIME: Duration = Duration::from_secs(60);
+    /// A bound on the map, as the key gate's (`clients/gate.rs`).
+    const MAX: usize = 4096;
+
+    pub(super) fn refused(&self, client: ClientId) {
+        let mut refused = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if refused.len() >= Self::MAX {
+            refused.retain(|_, at| at.elapsed() < Self::LIFETIME);
+            if refused.len() >= Self::MAX {
+                refused.clear();
             }
         }
-        out.push_str(part);
+        refused.insert(client, Instant::now());
     }
-    out
+
+    pub(super) fn was_refused(&self, client: ClientId) -> bool {
+        let refused = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        refused
+            .get(&client)
+            .is_some_and(|at| at.elapsed() < Self::LIFETIME)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::AtCap;
     use crate::Booking;
+    use crate::domain::ClientId;
 
     #[test]
-    fn the_packet_has_every_value_in_place_and_no_placeholder_left() {
-        let claim = inline(CLAIM, &[7, 60, 2, 10, 2]);
-        assert_eq!(
-            claim,
-            "INSERT INTO client_allowances (client_id, held, counted_at, recount_after) \
-             VALUES (7, 0, '1000-01-01', UTC_TIMESTAMP(6) + INTERVAL 60 SECOND) ON DUPLICATE KEY \
-             UPDATE held = IF(held + 2 <= 10 AND counted_at >= recount_after, \
-             LAST_INSERT_ID(held + 2), held)"
-        );
-        let slot = inline(Booking::HOLD_CLAIM, &[2, 9, 2]);
-        assert!(!slot.contains('?'), "{slot}");
-        assert!(slot.contains("LAST_INSERT_ID(held + 2)"), "{slot}");
+    fn a_refusal_is_remembered_for_its_client_alone_in_bounded_memory() {
+        let at_cap = AtCap::default();
+        at_cap.refused(ClientId(7));
+        assert!(at_cap.was_refused(ClientId(7)));
+        assert!(!at_cap.was_refused(ClientId(8)));
+        for n in 0..AtCap::MAX as u64 + 10 {
+            at_cap.refused(ClientId(1_000 + n));
+        }
+        assert!(at_cap.0.lock().unwrap().len() <= AtCap::MAX);
+    }
+
+    /// The procedure's slot claim is the uncapped hold's, word for word.
+    #[test]
+    fn the_procedure_claims_the_slot_as_an_uncapped_hold_does() {
+        let procedure = crate::db::MIGRATOR
+            .iter()
+            .find(|m| {
+                m.sql
+                    .as_str()
+                    .contains("CREATE PROCEDURE hold_claim_capped")
+            })
+            .expect("the hold_claim_capped migration");
+        let claim = Booking::HOLD_CLAIM
+            .replacen('?', "p_quantity", 1)
+            .replacen('?', "p_slot", 1)
+            .replacen('?', "p_quantity", 1);
         assert!(
-            slot.ends_with("WHERE id = 9 AND held + 2 <= remaining"),
-            "{slot}"
+            procedure.sql.as_str().contains(&format!("{claim};")),
+            "{claim}"
         );
-        assert_eq!(CLAIM.matches('?').count(), 5);
-        assert_eq!(Booking::HOLD_CLAIM.matches('?').count(), 3);
     }
 }

@@ -11,7 +11,7 @@ use super::{Booking, HoldOutcome};
 use crate::clients::Caller;
 use crate::db::counter::{client_held, slot_bookable};
 use crate::db::{self, Tx};
-use crate::domain::{Hold, HoldId, IdempotencyKey, SlotId};
+use crate::domain::{ClientId, Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::{Error, KeyReuse};
 use crate::events::{EventType, commit_with, hold_event};
 use crate::telemetry::{self, Metric};
@@ -78,11 +78,11 @@ impl Booking {
     /// on it (`fair.rs`).
     pub const HOLD_PRECHECK: &'static str =
         concat!(hold_precheck!(), ", CAST(NULL AS SIGNED) AS client_held");
-    /// The same for a client with a cap, with the seats of its active
-    /// holds last, counted only when its allowance's bound (below) would
-    /// not pass this hold: a hoarder over its cap is refused here, without
-    /// a lock; a client under it reads none of its holds. Extra binds:
-    /// quantity, cap, client, client.
+    /// The same for a capped client refused at its cap here lately, with
+    /// the seats of its active holds last, counted only when its
+    /// allowance's bound (below) would not pass this hold: a hoarder over
+    /// its cap is refused here, without a lock; a client under it reads
+    /// none of its holds. Extra binds: quantity, cap, client, client.
     pub const HOLD_PRECHECK_CAPPED: &'static str = concat!(
         hold_precheck!(),
         ", (SELECT IF(a.held + ? <= ? AND a.counted_at >= a.recount_after, NULL, (",
@@ -142,8 +142,12 @@ impl Booking {
         //    queues on the row lock: "full" is true at this snapshot, and
         //    the key was not used at this snapshot either, so 409 is a
         //    correct answer; "started" is final. The same holds of a capped
-        //    client's seats: a hoarder over its cap never queues on a lock.
-        let precheck = match cap {
+        //    client's seats, read for a client this environment refused at
+        //    its cap lately (`allowance::AtCap`): a hoarder queues on the
+        //    locks once per environment and minute, not once per request;
+        //    any other capped hold reads what an uncapped one reads.
+        let counts = cap.filter(|_| self.at_cap.was_refused(client));
+        let precheck = match counts {
             Some(_) => Self::HOLD_PRECHECK_CAPPED,
             None => Self::HOLD_PRECHECK,
         };
@@ -155,7 +159,7 @@ impl Booking {
             .bind(slot_id.0)
             .bind(client.0)
             .bind(slot_id.0);
-        if let Some(cap) = cap {
+        if let Some(cap) = counts {
             precheck = precheck
                 .bind(quantity)
                 .bind(cap)
@@ -194,7 +198,7 @@ impl Booking {
             && let Some(refused) = over_share(slot_id, seen.share, seen.slot_seats, quantity)
                 .or_else(|| over_cap(cap, seen.client_held, quantity))
         {
-            return Err(refused);
+            return Err(self.refusing(client, refused));
         }
 
         let mut tx = Tx::begin(conn).await?;
@@ -202,13 +206,11 @@ impl Booking {
         //    write takes the slot's row lock. No snapshot exists before it
         //    (no plain read was sent in this transaction): every plain read
         //    below sees all that committed before the lock was granted.
-        //    2'. A capped client's allowance first, in the same packet
+        //    2'. A capped client's allowance first, in the same CALL
         //    (`allowance.rs`): the client's lock before the slot's.
         let (claim, count) = match cap {
             Some(cap) => {
-                let claimed =
-                    allowance::claim(&mut tx, client, cap, quantity, slot_id, Self::HOLD_CLAIM)
-                        .await?;
+                let claimed = allowance::claim(&mut tx, client, cap, quantity, slot_id).await?;
                 (claimed.slot, (!claimed.passed).then_some(cap))
             }
             None => {
@@ -279,7 +281,9 @@ impl Booking {
                 (Verdict::Pass, None) => {}
                 (ended, _) => {
                     tx.rollback().await?; // the claim
-                    return answer(conn, ended, found).await;
+                    return answer(conn, ended, found)
+                        .await
+                        .map_err(|refused| self.refusing(client, refused));
                 }
             }
         }
@@ -346,6 +350,17 @@ impl Booking {
             hold,
             created: true,
         })
+    }
+}
+
+impl Booking {
+    /// A refusal at the cap is remembered: this client's next holds here
+    /// are refused by the pre-check, without a lock.
+    fn refusing(&self, client: ClientId, refused: Error) -> Error {
+        if matches!(refused, Error::HoldLimitReached { .. }) {
+            self.at_cap.refused(client);
+        }
+        refused
     }
 }
 

@@ -48,6 +48,8 @@ pub struct Booking {
     /// How many projection queries this instance ran: lets operators and
     /// tests see the cache absorbing reads.
     projections: Arc<AtomicU64>,
+    /// The capped clients refused here at their cap (`allowance.rs`).
+    at_cap: allowance::AtCap,
     /// When the caller must have its answer.
     deadline: Deadline,
 }
@@ -81,6 +83,7 @@ impl Booking {
             rules: HoldRules::default(),
             cache,
             projections: Arc::default(),
+            at_cap: allowance::AtCap::default(),
             deadline: Deadline::default(),
         }
     }

@@ -44,7 +44,7 @@ const BOOKING: &[Grant] = &[
         object: Object::Table("api_clients"),
         privileges: &["SELECT"],
     },
-    // The capped clients' allowances (made on a client's first count).
+    // The capped clients' allowances (a missing one made by a hold).
     Grant {
         object: Object::Table("client_allowances"),
         privileges: &["SELECT", "INSERT", "UPDATE"],
@@ -65,6 +65,12 @@ const BOOKING: &[Grant] = &[
     },
     Grant {
         object: Object::Procedure("events_commit"),
+        privileges: &["EXECUTE"],
+    },
+    // A capped hold's claim: its allowance, then the slot's (SQL SECURITY
+    // INVOKER, with the grants above).
+    Grant {
+        object: Object::Procedure("hold_claim_capped"),
         privileges: &["EXECUTE"],
     },
 ];
