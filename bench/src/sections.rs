@@ -203,10 +203,10 @@ fn fair_use(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String
         w,
         "*fair_use.hold_cap*: holds on one slot (*one_slot*, every hold queues on its row lock) \
          and spread over 1,000 slots, 1 and 8 environments, in alternating rounds on twin slots: \
-         *service_capped* by 64 bookers at the default cap (`CLIENT_MAX_HELD_SEATS`, 500 seats) \
+         *service_capped* by 256 bookers at the default cap (`CLIENT_MAX_HELD_SEATS`, 500 seats) \
          taking turns, so that consecutive holds are different clients' and none reaches its cap \
          (its *capped_clients* line says the most one held; a refused hold would be a cheaper \
-         one), against *service_uncapped*, 64 bookers with no cap (`max_held_seats` 0) taking \
+         one), against *service_uncapped*, 256 bookers with no cap (`max_held_seats` 0) taking \
          turns the same way: the two differ in the cap alone. *service* is the bench client \
          alone, no cap: what the turns themselves cost (another client's rate-limit key and \
          index ranges on each hold). A capped hold claims its client's allowance first, in one \
