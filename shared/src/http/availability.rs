@@ -1,7 +1,7 @@
 //! `GET /slots/availability` (SPEC §4, §11): its query parameters, the
 //! `Link` to the next page, the `ETag` and `If-None-Match`.
 
-use super::{HandlerResult, error_response, json_bytes};
+use super::{HandlerResult, error_response, json_bytes, link_next};
 use crate::App;
 use crate::cache::{CacheStatus, Served};
 use crate::clients::Needs;
@@ -12,7 +12,7 @@ use crate::slots::cursor::{Cursor, CursorError, Filters};
 use crate::telemetry::{self, Metric};
 use chrono::SecondsFormat;
 use lambda_http::http::{HeaderMap, HeaderValue, StatusCode, header};
-use lambda_http::{Body, Request, RequestExt, Response};
+use lambda_http::{Body, Request, Response};
 use std::time::Duration;
 
 /// `GET /slots/availability`. Without parameters: the first page of the
@@ -85,25 +85,15 @@ fn respond(request: &Request, served: Served, query: &Query) -> Response<Body> {
         headers.insert(header::ETAG, etag);
     }
     if let Some(cursor) = page.next {
-        let link = format!("<{}>; rel=\"next\"", next_link(request, query, &cursor));
-        if let Ok(link) = HeaderValue::from_str(&link) {
-            headers.insert(header::LINK, link);
-        }
+        link_next(request, &next_query(query, &cursor), &mut response);
     }
     response
 }
 
-/// The next page's URI reference: this request's path (a stage prefix
-/// included) with every filter, the limit and the new cursor. Instants
-/// are written in UTC, so the link needs no escaping.
-fn next_link(request: &Request, query: &Query, cursor: &str) -> String {
-    let raw = request.raw_http_path();
-    let path = if raw.is_empty() {
-        request.uri().path()
-    } else {
-        raw
-    };
-    let mut link = format!("{path}?");
+/// The next page's parameters: every filter, the limit and the new
+/// cursor.
+fn next_query(query: &Query, cursor: &str) -> String {
+    let mut link = String::new();
     let at = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Micros, true);
     if let Some(from) = query.filters.from {
         link.push_str(&format!("from={}&", at(from)));

@@ -2,14 +2,15 @@
 //! `DELETE /clients/{id}`: admins only.
 
 use super::{
-    HandlerResult, body_limit, caller, deadline, error_response, json, json_body, path_id,
+    HandlerResult, body_limit, caller, deadline, error_response, json, json_body, link_next,
+    path_id,
 };
 use crate::App;
 use crate::clients::page::{DEFAULT_CLIENTS, MAX_CLIENTS};
 use crate::clients::{ClientCursor, ClientId, ClientPatch, Needs, NewClient};
 use crate::error::{Error, FieldErrors, sent_name};
-use lambda_http::http::{HeaderValue, StatusCode, header};
-use lambda_http::{Request, RequestExt};
+use lambda_http::Request;
+use lambda_http::http::StatusCode;
 
 /// `POST /clients` → 201 + the client, with its key (shown only here).
 pub async fn create_client(app: &App, request: Request) -> HandlerResult {
@@ -42,20 +43,8 @@ pub async fn list_clients(app: &App, request: Request) -> HandlerResult {
         Ok((page, limit)) => {
             let mut response = json(StatusCode::OK, &page.clients);
             if let Some(next) = page.next {
-                let raw = request.raw_http_path();
-                let path = if raw.is_empty() {
-                    request.uri().path()
-                } else {
-                    raw
-                };
-                // The cursor is URL-safe base64: no escaping needed.
-                let link = format!(
-                    "<{path}?limit={limit}&cursor={}>; rel=\"next\"",
-                    next.encode()
-                );
-                if let Ok(link) = HeaderValue::from_str(&link) {
-                    response.headers_mut().insert(header::LINK, link);
-                }
+                let query = format!("limit={limit}&cursor={}", next.encode());
+                link_next(&request, &query, &mut response);
             }
             response
         }

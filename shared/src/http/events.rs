@@ -2,13 +2,13 @@
 //! always, the `Link` to the next one (the same cursor when nothing is
 //! new: poll it).
 
-use super::{HandlerResult, caller, error_response, json};
+use super::{HandlerResult, caller, error_response, json, link_next};
 use crate::App;
 use crate::clients::Needs;
 use crate::error::{Error, FieldErrors, sent_name};
 use crate::events::{CursorError, EventCursor};
+use lambda_http::Request;
 use lambda_http::http::{HeaderValue, StatusCode, header};
-use lambda_http::{Request, RequestExt};
 use std::borrow::Cow;
 
 /// Events per page: `limit` 1 to this, 100 when absent.
@@ -31,21 +31,9 @@ pub async fn list_events(app: &App, request: Request) -> HandlerResult {
     Ok(match outcome {
         Ok((page, limit)) => {
             let mut response = json(StatusCode::OK, &page.events);
-            let raw = request.raw_http_path();
-            let path = if raw.is_empty() {
-                request.uri().path()
-            } else {
-                raw
-            };
-            // The cursor is URL-safe base64: no escaping needed.
-            let link = format!(
-                "<{path}?after={}&limit={limit}>; rel=\"next\"",
-                page.next.encode()
-            );
+            let query = format!("after={}&limit={limit}", page.next.encode());
+            link_next(&request, &query, &mut response);
             let headers = response.headers_mut();
-            if let Ok(link) = HeaderValue::from_str(&link) {
-                headers.insert(header::LINK, link);
-            }
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }

@@ -277,6 +277,22 @@ pub fn error_response(err: &Error) -> Response<Body> {
     response
 }
 
+/// `Link: <…>; rel="next"` on `response`: this request's path as the
+/// client sent it (a stage prefix included) with `query`, the next page's
+/// parameters, written so that they need no escaping (cursors in URL-safe
+/// base64, instants in UTC).
+pub(super) fn link_next(request: &Request, query: &str, response: &mut Response<Body>) {
+    let raw = request.raw_http_path();
+    let path = if raw.is_empty() {
+        request.uri().path()
+    } else {
+        raw
+    };
+    if let Ok(link) = HeaderValue::from_str(&format!("<{path}?{query}>; rel=\"next\"")) {
+        response.headers_mut().insert(header::LINK, link);
+    }
+}
+
 /// Every query parameter as sent, decoded, in order. API Gateway decodes
 /// the query string; an event without parameters (a function URL, a
 /// generated event) is read from the URI.
