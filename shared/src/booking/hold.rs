@@ -144,8 +144,9 @@ impl Booking {
         //    correct answer; "started" is final. The same holds of a capped
         //    client's seats, read for a client this environment refused at
         //    its cap lately (`allowance::AtCap`): a hoarder queues on the
-        //    locks once per environment and minute, not once per request;
-        //    any other capped hold reads what an uncapped one reads.
+        //    locks once in each environment (again only after a minute
+        //    without a refusal there), not once per request; any other
+        //    capped hold reads what an uncapped one reads.
         let counts = cap.filter(|_| self.at_cap.was_refused(client));
         let precheck = match counts {
             Some(_) => Self::HOLD_PRECHECK_CAPPED,
