@@ -14,12 +14,13 @@ const CALLER: Caller = Caller::anonymous();
 
 /// The statements of this test's database still running (any session but
 /// the asking one; a session idle inside a transaction is not running:
-/// `Sleep`; a prepared statement runs as `Execute`).
+/// `Sleep`, nor is one connecting or quitting, which shows no statement; a
+/// prepared statement runs as `Execute`).
 async fn running(db: &TestDb) -> Vec<(String, String)> {
     sqlx::query_as(
-        "SELECT COALESCE(STATE, ''), LEFT(COALESCE(INFO, ''), 80) \
+        "SELECT CONCAT(COMMAND, ': ', COALESCE(STATE, '')), LEFT(INFO, 80) \
          FROM information_schema.PROCESSLIST \
-         WHERE DB = ? AND COMMAND <> 'Sleep' AND ID <> CONNECTION_ID()",
+         WHERE DB = ? AND COMMAND <> 'Sleep' AND INFO IS NOT NULL AND ID <> CONNECTION_ID()",
     )
     .bind(&db.name)
     .fetch_all(&db.admin)
