@@ -14,6 +14,7 @@ pub mod error;
 pub mod events;
 pub mod http;
 pub mod migrate;
+pub mod recent;
 pub mod secret;
 pub mod slots;
 pub mod telemetry;

@@ -9,8 +9,8 @@
 use super::fair::Counted;
 use crate::domain::{ClientId, SlotId};
 use crate::error::Error;
+use crate::recent::Recent;
 use sqlx::{Executor, MySqlConnection};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -134,8 +134,14 @@ pub(super) async fn set(
 /// without a lock, and it alone pays for that read. Any other capped hold
 /// reads only the slot, as an uncapped one does. A hint, never a verdict:
 /// the locked path decides every hold whatever it says.
-#[derive(Clone, Default)]
-pub(super) struct AtCap(Arc<Mutex<HashMap<ClientId, Instant>>>);
+#[derive(Clone)]
+pub(super) struct AtCap(Arc<Mutex<Recent<ClientId, ()>>>);
+
+impl Default for AtCap {
+    fn default() -> Self {
+        Self(Arc::new(Mutex::new(Recent::new(Self::LIFETIME, Self::MAX))))
+    }
+}
 
 impl AtCap {
     /// How long a refusal is remembered: a client's holds that free seats
@@ -146,20 +152,12 @@ impl AtCap {
 
     pub(super) fn refused(&self, client: ClientId) {
         let mut refused = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if refused.len() >= Self::MAX {
-            refused.retain(|_, at| at.elapsed() < Self::LIFETIME);
-            if refused.len() >= Self::MAX {
-                refused.clear();
-            }
-        }
-        refused.insert(client, Instant::now());
+        refused.insert(client, (), Instant::now());
     }
 
     pub(super) fn was_refused(&self, client: ClientId) -> bool {
         let refused = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        refused
-            .get(&client)
-            .is_some_and(|at| at.elapsed() < Self::LIFETIME)
+        refused.get(&client).is_some()
     }
 }
 

@@ -19,9 +19,9 @@ use crate::cache::{Admission, AvailabilityCache};
 use crate::config::{Access, AuthMode};
 use crate::db;
 use crate::error::{Error, Unauthenticated};
+use crate::recent::Recent;
 use crate::telemetry;
 use sqlx::MySqlPool;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,11 +44,10 @@ pub struct Gate {
 }
 
 /// The cached look-ups of one environment.
-#[derive(Default)]
 struct Known {
-    entries: HashMap<KeyHash, (Caller, Instant)>,
-    /// Keys refused, and when their look-up was sent.
-    unknown: HashMap<KeyHash, Instant>,
+    entries: Recent<KeyHash, Caller>,
+    /// Keys refused, as of when their look-up was sent.
+    unknown: Recent<KeyHash, ()>,
 }
 
 const FIND_BY_KEY_HASH: &str = "SELECT id, role, rate_limit_per_second, max_held_seats, \
@@ -73,7 +72,10 @@ impl Gate {
             pool,
             access,
             cache,
-            known: Arc::default(),
+            known: Arc::new(Mutex::new(Known {
+                entries: Recent::new(Self::LOOKUP_LIFETIME, Self::MAX_ENTRIES),
+                unknown: Recent::new(Self::UNKNOWN_LIFETIME, Self::MAX_UNKNOWN),
+            })),
         }
     }
 
@@ -139,30 +141,15 @@ impl Gate {
     /// it was refused (401 again, no round trip).
     fn cached(&self, hash: &KeyHash) -> Result<Option<Caller>, Error> {
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        if known
-            .unknown
-            .get(hash)
-            .is_some_and(|at| at.elapsed() < Self::UNKNOWN_LIFETIME)
-        {
+        if known.unknown.get(hash).is_some() {
             return Err(Error::Unauthenticated(Unauthenticated::Rejected));
         }
-        Ok(known
-            .entries
-            .get(hash)
-            .filter(|(_, at)| at.elapsed() < Self::LOOKUP_LIFETIME)
-            .map(|(caller, _)| *caller))
+        Ok(known.entries.get(hash).copied())
     }
 
     fn remember_unknown(&self, hash: KeyHash, asked_at: Instant) {
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        let unknown = &mut known.unknown;
-        if unknown.len() >= Self::MAX_UNKNOWN {
-            unknown.retain(|_, at| at.elapsed() < Self::UNKNOWN_LIFETIME);
-            if unknown.len() >= Self::MAX_UNKNOWN {
-                unknown.clear();
-            }
-        }
-        unknown.insert(hash, asked_at);
+        known.unknown.insert(hash, (), asked_at);
     }
 
     async fn look_up(
@@ -192,15 +179,7 @@ impl Gate {
             held_cap: self.effective_cap(held_cap),
         };
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        if known.entries.len() >= Self::MAX_ENTRIES {
-            known
-                .entries
-                .retain(|_, (_, at)| at.elapsed() < Self::LOOKUP_LIFETIME);
-            if known.entries.len() >= Self::MAX_ENTRIES {
-                known.entries.clear();
-            }
-        }
-        known.entries.insert(hash, (caller, asked_at));
+        known.entries.insert(hash, caller, asked_at);
         Ok(caller)
     }
 
