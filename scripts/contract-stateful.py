@@ -6,11 +6,12 @@ Each HAR file is one stateful run of schemathesis (--report har). A hold
 operation counts as reached when, in the same run, it was sent the id of a
 hold that a `POST /slots/{id}/hold` of that run answered (201 or a 200
 replay) and did not answer 404: `GET /holds/{id}`, `POST
-/holds/{id}/confirm`, `POST /holds/{id}/extend`, `DELETE /holds/{id}`; and
+/holds/{id}/confirm`, `POST /holds/{id}/extend`, `POST /holds/{id}/move`,
+`DELETE /holds/{id}`; and
 `GET /holds?idempotency_key=` when it answered 200 with such a hold (only
 that hold's key finds it). So the ids came from the run's own answers, as
 openapi.yaml's links carry them, not from a guess. Exit 1 when one of the
-five was never reached.
+six was never reached.
 """
 
 import json
@@ -24,6 +25,7 @@ OPERATIONS = [
     ("GET", re.compile(r"^/holds/([^/]+)$"), "GET /holds/{id}"),
     ("POST", re.compile(r"^/holds/([^/]+)/confirm$"), "POST /holds/{id}/confirm"),
     ("POST", re.compile(r"^/holds/([^/]+)/extend$"), "POST /holds/{id}/extend"),
+    ("POST", re.compile(r"^/holds/([^/]+)/move$"), "POST /holds/{id}/move"),
     ("DELETE", re.compile(r"^/holds/([^/]+)$"), "DELETE /holds/{id}"),
 ]
 FIND = "GET /holds?idempotency_key="

@@ -154,6 +154,7 @@ st "$booker" stateful --mode positive \
     --include-operation-id availability --include-operation-id getSlot \
     --include-operation-id hold --include-operation-id getHold \
     --include-operation-id findHold --include-operation-id extendHold \
+    --include-operation-id moveHold \
     --include-operation-id confirm --include-operation-id cancel || status=1
 # The admin on everything but revocation, which could revoke the very key
 # being used (another admin the fuzzer made lets the last_admin rule pass),

@@ -402,15 +402,19 @@ async fn concurrent_holds_with_one_key_and_two_quantities_make_one_hold_and_refu
     db.drop().await;
 }
 
-/// Several slots, mixed hold / confirm / cancel / replay from parallel
-/// callers for a few seconds with holds expiring under them; afterwards
-/// (and while it runs) every invariant holds on the rows.
+/// Several slots, mixed hold / confirm / cancel / replay / move (SPEC
+/// §17, holds and bookings to a random slot) from parallel callers for a
+/// few seconds with holds expiring under them; afterwards, and in one
+/// snapshot at a time while it runs, every invariant holds on the rows:
+/// bookable ≥ 0, `remaining = capacity − confirmed`, and the counter's
+/// definition D.
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
     use rand::{Rng, SeedableRng};
     let db = TestDb::new().await;
     let mut slots = Vec::new();
-    for capacity in [1, 2, 3, 5] {
+    // The roomy last one takes most moves; the others refuse many.
+    for capacity in [1, 2, 3, 5, 12] {
         slots.push(db.insert_slot(capacity).await);
     }
     let slots = Arc::new(slots);
@@ -432,11 +436,26 @@ async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
                     mine.push((slot, key, id));
                     response
                 } else {
-                    let (slot, key, id) = mine[rng.random_range(0..mine.len())].clone();
+                    let pick = rng.random_range(0..mine.len());
+                    let (slot, key, id) = mine[pick].clone();
                     match (roll, id) {
-                        (40..60, _) | (_, None) => hold_via_http(&app, slot, &key).await,
-                        (60..85, Some(id)) => {
+                        (40..55, _) | (_, None) => hold_via_http(&app, slot, &key).await,
+                        (55..75, Some(id)) => {
                             read(http::confirm(&app, confirm_request(&id)).await.unwrap())
+                        }
+                        (75..88, Some(id)) => {
+                            let to = slots[rng.random_range(0..slots.len())];
+                            let body = format!(r#"{{"slot_id": {to}}}"#);
+                            let response = read(
+                                http::move_hold(&app, move_request(&id, &body))
+                                    .await
+                                    .unwrap(),
+                            );
+                            if response.0 == 200 {
+                                // Its key's hold is on `to` now: a replay names it.
+                                mine[pick].0 = to;
+                            }
+                            response
                         }
                         (_, Some(id)) => {
                             read(http::cancel(&app, cancel_request(&id)).await.unwrap())
@@ -485,8 +504,16 @@ async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
             .fetch_one(&mut *tx)
             .await
             .unwrap();
+            // The ledger and D, in the same snapshot (no clock involved).
+            let broken: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM slots s WHERE s.remaining <> s.capacity -                  (SELECT COALESCE(SUM(h.quantity), 0) FROM holds h                   WHERE h.slot_id = s.id AND h.status = 'confirmed')                  OR s.held <> (SELECT COALESCE(SUM(h.quantity), 0) FROM holds h                   WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > s.reclaimed_until)",
+            )
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
             tx.rollback().await.unwrap();
             assert_eq!(negative, 0, "a committed state oversold");
+            assert_eq!(broken, 0, "a committed state broke the ledger or D");
             checks += 1;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -506,8 +533,14 @@ async fn a_randomized_concurrent_workload_never_breaks_an_invariant() {
     );
     assert!(seen.get("200 ").copied().unwrap_or(0) > 20, "{seen:?}");
     assert!(checks > 10);
-    println!("outcomes: {seen:?}, monitor checks: {checks}");
+    let moved: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE type = 'hold.moved'")
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    assert!(moved > 0, "holds and bookings moved: {moved}");
+    println!("outcomes: {seen:?}, moves: {moved}, monitor checks: {checks}");
     db.assert_invariants().await;
+    db.assert_held_counter().await;
     db.drop().await;
 }
 

@@ -185,6 +185,27 @@ async fn an_extension_whose_commit_answer_is_lost_is_applied_once_with_one_event
     scene.end().await;
 }
 
+/// A move whose COMMIT lands unseen: the retry, under both slots' locks,
+/// finds the hold on the target as its attempt left it, and answers the
+/// move (a change), not "already there".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_whose_commit_answer_is_lost_is_a_change_made_once() {
+    let scene = Scene::new(1, HoldRules::default()).await;
+    let to = scene.db.insert_slot(1).await;
+    let hold = scene.held().await.id;
+    let done = scene
+        .with_the_answer_lost(|app| async move { app.booking.move_hold(&CALLER, hold, to).await })
+        .await
+        .expect("moved");
+    assert!(done.changed, "this request's move, not a replay of it");
+    assert_eq!(done.hold.slot_id, to);
+    assert_eq!(scene.events_of(hold, "hold.moved").await, 1);
+    assert_eq!(scene.db.active_seats(scene.slot).await, 0);
+    assert_eq!(scene.db.active_seats(to).await, 1);
+    scene.db.assert_held_counter().await;
+    scene.end().await;
+}
+
 /// The first attempt takes the hold to its lifetime cap: a retry that
 /// extended again would find nothing left and refuse the done change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

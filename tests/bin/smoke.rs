@@ -210,6 +210,24 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
         }),
     )
     .await?;
+    // To the slot it is on: answered unchanged (a deployed stack's smoke
+    // makes one slot; tests/moves.rs moves between two).
+    api.send(
+        Call::new(
+            Method::POST,
+            "/holds/{id}/move",
+            format!("/holds/{hold}/move"),
+        )
+        .json(json!({ "slot_id": slot })),
+        200,
+        check(move |a| {
+            ensure(
+                a.id() == hold && a.body["slot_id"].as_u64() == Some(slot),
+                "the hold, on its slot",
+            )
+        }),
+    )
+    .await?;
     api.send(
         Call::new(
             Method::POST,
@@ -226,7 +244,7 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
         same_hold("cancelled"),
     )
     .await?;
-    steps += 5;
+    steps += 6;
 
     let second = api
         .send(

@@ -461,6 +461,17 @@ pub fn extend_request(hold: &str) -> Request {
     ))
 }
 
+/// `POST /holds/{id}/move` with `body` (SPEC §17).
+pub fn move_request(hold: &str, body: &str) -> Request {
+    let event = route_request(
+        "POST",
+        "/holds/{id}/move",
+        &format!("/holds/{hold}/move"),
+        Some(hold),
+    );
+    with_body(parsed(&event), body)
+}
+
 /// `GET /holds?<raw_query>`, the query as a client sent it (API Gateway
 /// passes it raw; lambda_http decodes its parameters).
 pub fn find_hold_request(raw_query: &str) -> Request {

@@ -10,7 +10,7 @@ use tokio::process::{Child, Command};
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`), the scheduled `sweep` and the
 /// publisher, `events-publish` (built, never invoked: no bus runs locally).
-pub const DEV_FUNCTIONS: [&str; 19] = [
+pub const DEV_FUNCTIONS: [&str; 20] = [
     "availability",
     "hold",
     "confirm",
@@ -18,6 +18,7 @@ pub const DEV_FUNCTIONS: [&str; 19] = [
     "holds-get",
     "holds-find",
     "holds-extend",
+    "holds-move",
     "events-list",
     "slots-create",
     "slots-get",

@@ -24,8 +24,14 @@ impl Booking {
         let deadline = self.deadline_before_invalidation();
         let mut written = Written::default();
         let outcome = db::transact!(&self.pool, "cancel", deadline, |conn| {
-            self.cancel_once(&mut conn, caller, hold_id, &mut written)
-                .await
+            loop {
+                if let Some(done) = self
+                    .cancel_once(&mut conn, caller, hold_id, &mut written)
+                    .await?
+                {
+                    break Ok(done);
+                }
+            }
         })
         .map_err(|err| written.unknown_if_sent(err));
         let outcome = self
@@ -53,40 +59,47 @@ impl Booking {
     pub const CANCEL_MARK: &'static str = "UPDATE holds SET status = 'cancelled', cancelled_at = UTC_TIMESTAMP(6), \
          updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
 
+    /// One attempt; `None` when a move (`move.rs`) took the hold to
+    /// another slot between the plain read and the locks.
     async fn cancel_once(
         &self,
         conn: &mut PoolConnection<MySql>,
         caller: &Caller,
         hold_id: HoldId,
         written: &mut Written,
-    ) -> Result<Transition, Error> {
+    ) -> Result<Option<Transition>, Error> {
         // The owner's or an admin's only; checked once, before any lock.
         let hold = find_touchable(conn, caller, hold_id).await?;
         if let Some(done) = ours(written, &hold) {
-            return Ok(done);
+            return Ok(Some(done));
         }
         if hold.status == HoldStatus::Cancelled {
-            return Ok(Transition {
+            return Ok(Some(Transition {
                 hold,
                 changed: false,
-            });
+            }));
         }
+        let slot_id = hold.slot_id;
         let mut tx = Tx::begin(conn).await?;
-        lock_slot(&mut tx, hold.slot_id).await?;
+        lock_slot(&mut tx, slot_id).await?;
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
         // A retry whose earlier attempt's COMMIT landed unseen finds it
         // here, once that COMMIT can no longer be in flight.
         if let Some(done) = ours(written, &hold) {
             tx.rollback().await?;
-            return Ok(done);
+            return Ok(Some(done));
+        }
+        if hold.slot_id != slot_id {
+            tx.rollback().await?; // moved meanwhile (`move.rs`): read it again
+            return Ok(None);
         }
         let release = match hold.status {
             HoldStatus::Cancelled => {
                 tx.rollback().await?;
-                return Ok(Transition {
+                return Ok(Some(Transition {
                     hold,
                     changed: false,
-                });
+                }));
             }
             HoldStatus::Held => sqlx::query(Self::CANCEL_RELEASE)
                 .bind(hold.quantity)
@@ -115,10 +128,10 @@ impl Booking {
         events.push(hold_event(EventType::HoldCancelled, &hold)?);
         written.record(&hold);
         commit_with(tx, &events).await?;
-        Ok(Transition {
+        Ok(Some(Transition {
             hold,
             changed: true,
-        })
+        }))
     }
 }
 

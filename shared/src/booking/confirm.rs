@@ -28,8 +28,14 @@ impl Booking {
         let deadline = self.deadline_before_invalidation();
         let mut written = Written::default();
         let outcome = db::transact!(&self.pool, "confirm", deadline, |conn| {
-            self.confirm_once(&mut conn, caller, hold_id, &mut written)
-                .await
+            loop {
+                if let Some(done) = self
+                    .confirm_once(&mut conn, caller, hold_id, &mut written)
+                    .await?
+                {
+                    break Ok(done);
+                }
+            }
         })
         .map_err(|err| written.unknown_if_sent(err));
         let outcome = self
@@ -53,13 +59,15 @@ impl Booking {
     pub const CONFIRM_MARK: &'static str = "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
          updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
 
+    /// One attempt; `None` when a move (`move.rs`) took the hold to
+    /// another slot between the plain read and the locks.
     async fn confirm_once(
         &self,
         conn: &mut PoolConnection<MySql>,
         caller: &Caller,
         hold_id: HoldId,
         written: &mut Written,
-    ) -> Result<Transition, Error> {
+    ) -> Result<Option<Transition>, Error> {
         // A plain read, the owner's or an admin's only (checked once,
         // before any lock), answers the final states without any lock and
         // tells which slot to lock. Not "expired": a confirm that decided
@@ -67,10 +75,10 @@ impl Booking {
         let hold = find_touchable(conn, caller, hold_id).await?;
         let slot_id = hold.slot_id;
         if let Some(done) = ours(written, &hold) {
-            return Ok(done);
+            return Ok(Some(done));
         }
         if let Some(done) = decided_final(hold)? {
-            return Ok(done);
+            return Ok(Some(done));
         }
         let mut tx = Tx::begin(conn).await?;
         // Lock order of every transaction: the slot row, then hold rows.
@@ -88,11 +96,15 @@ impl Booking {
         // been in flight until this lock was granted) finds it here.
         if let Some(done) = ours(written, &hold) {
             tx.rollback().await?;
-            return Ok(done);
+            return Ok(Some(done));
+        }
+        if hold.slot_id != slot_id {
+            tx.rollback().await?; // moved meanwhile (`move.rs`): read it again
+            return Ok(None);
         }
         if let Some(decided) = confirm_decided(hold, expired).transpose() {
             tx.rollback().await?;
-            return decided;
+            return decided.map(Some);
         }
         // Consume the seats: check and write are one statement. The hold is
         // active, so it is counted in `held` (expires_at > now >=
@@ -119,10 +131,10 @@ impl Booking {
         let event = hold_event(EventType::HoldConfirmed, &hold)?;
         written.record(&hold);
         commit_with(tx, &[event]).await?;
-        Ok(Transition {
+        Ok(Some(Transition {
             hold,
             changed: true,
-        })
+        }))
     }
 }
 

@@ -32,8 +32,14 @@ impl Booking {
     pub async fn extend(&self, caller: &Caller, hold_id: HoldId) -> Result<Hold, Error> {
         let mut written = Written::default();
         db::transact!(&self.pool, "extend", self.deadline(), |conn| {
-            self.extend_once(&mut conn, caller, hold_id, &mut written)
-                .await
+            loop {
+                if let Some(done) = self
+                    .extend_once(&mut conn, caller, hold_id, &mut written)
+                    .await?
+                {
+                    break Ok(done);
+                }
+            }
         })
         .map_err(|err| written.unknown_if_sent(err))
     }
@@ -60,13 +66,15 @@ impl Booking {
     pub const EXTEND_APPLY: &'static str =
         "UPDATE holds SET expires_at = ?, updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
 
+    /// One attempt; `None` when a move (`move.rs`) took the hold to
+    /// another slot between the plain read and the locks.
     async fn extend_once(
         &self,
         conn: &mut PoolConnection<MySql>,
         caller: &Caller,
         hold_id: HoldId,
         written: &mut Written,
-    ) -> Result<Hold, Error> {
+    ) -> Result<Option<Hold>, Error> {
         // A plain read, the owner's or an admin's only (checked once,
         // before any lock), answers the final states without any lock and
         // tells which slot to lock. Not "expired": an extension that
@@ -74,7 +82,7 @@ impl Booking {
         // `find_touchable`).
         let hold = find_touchable(conn, caller, hold_id).await?;
         if let Some(done) = ours(conn, written, &hold).await? {
-            return Ok(done);
+            return Ok(Some(done));
         }
         refuse_final(&hold, false)?;
         let slot_id = hold.slot_id;
@@ -100,7 +108,11 @@ impl Booking {
         // here, once that COMMIT can no longer be in flight.
         if let Some(done) = ours(&mut tx, written, &hold).await? {
             tx.rollback().await?;
-            return Ok(done);
+            return Ok(Some(done));
+        }
+        if hold.slot_id != slot_id {
+            tx.rollback().await?; // moved meanwhile (`move.rs`): read it again
+            return Ok(None);
         }
         let refused = refuse_final(&hold, locked.expired)
             .err()
@@ -129,7 +141,7 @@ impl Booking {
         let event = hold_event(EventType::HoldExtended, &hold)?;
         written.record(&hold);
         commit_with(tx, &[event]).await?;
-        Ok(hold)
+        Ok(Some(hold))
     }
 }
 

@@ -159,7 +159,7 @@ pub(super) fn over_cap(cap: Option<u32>, held: Option<i64>, quantity: u32) -> Op
     (held + u64::from(quantity) > u64::from(cap)).then_some(Error::HoldLimitReached { cap, held })
 }
 
-fn incomplete(what: &str) -> Error {
+pub(super) fn incomplete(what: &str) -> Error {
     Error::Unavailable(sqlx::Error::Protocol(format!(
         "the {what} check came back incomplete"
     )))

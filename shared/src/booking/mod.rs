@@ -12,6 +12,7 @@ mod extend;
 mod fair;
 mod hoarding;
 mod hold;
+mod r#move;
 mod read;
 mod reclaim;
 mod sweep;

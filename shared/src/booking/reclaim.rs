@@ -58,10 +58,12 @@ pub(crate) async fn record_window(
     record_expired(conn, &holds).await
 }
 
-/// A slot's counters after [`reclaim_locked`].
+/// A slot's counters after [`reclaim_locked`], and its watermark then.
 pub(crate) struct Counters {
     pub remaining: u32,
     pub held: u32,
+    /// `held` counts no hold that expires at or before it.
+    pub watermark: DateTime<Utc>,
 }
 
 /// Under the slot's row lock (taken here, first): subtracts from `held` the
@@ -102,5 +104,6 @@ pub(crate) async fn reclaim_locked(
     Ok(Some(Counters {
         remaining,
         held: held.saturating_sub(expired),
+        watermark: watermark.max(now),
     }))
 }

@@ -98,6 +98,7 @@ mod tests {
             kind: "hold.created".into(),
             occurred_at: Utc::now(),
             data: serde_json::json!({ "padding": "x".repeat(padding) }),
+            from_slot_id: None,
             seq,
         };
         Outgoing::new(event, hold, slot).expect("serialisable")

@@ -1,6 +1,7 @@
 //! `GET /events`: a page of the feed, oldest first, for one client.
 
 use super::cursor::{CursorError, EventCursor};
+use super::record::{EventType, MOVED_FROM};
 use super::sequence::sequence;
 use crate::clients::{Caller, Role};
 use crate::db::{self, Deadline};
@@ -40,6 +41,10 @@ pub struct Event {
     #[serde(serialize_with = "crate::domain::utc_micros")]
     pub occurred_at: DateTime<Utc>,
     pub data: serde_json::Value,
+    /// `hold.moved` only (SPEC §17, §19.5): the slot the hold left, a
+    /// number beside `data`, which is the hold as in every hold event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_slot_id: Option<u64>,
     /// The feed position: the cursor's, never shown.
     #[serde(skip)]
     pub seq: u64,
@@ -107,17 +112,26 @@ pub(super) struct EventRow {
 }
 
 impl EventRow {
+    /// A `hold.moved` row keeps `from_slot_id` inside its `data`
+    /// (`record::moved_event`); it is served beside it.
     pub(super) fn into_event(self) -> Result<Event, Error> {
-        let data = serde_json::from_str(&self.data).map_err(|err| {
+        let mut data: serde_json::Value = serde_json::from_str(&self.data).map_err(|err| {
             Error::Internal(sqlx::Error::Decode(
                 format!("event {} has data that is not JSON: {err}", self.id).into(),
             ))
         })?;
+        let from_slot_id = match data.as_object_mut() {
+            Some(data) if self.kind == EventType::HoldMoved.as_str() => {
+                data.remove(MOVED_FROM).and_then(|from| from.as_u64())
+            }
+            _ => None,
+        };
         Ok(Event {
             id: self.id,
             kind: self.kind,
             occurred_at: self.occurred_at,
             data,
+            from_slot_id,
             seq: self.seq,
         })
     }

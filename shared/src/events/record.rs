@@ -6,7 +6,7 @@
 //! (docs/BENCHMARKS.md, "outbox").
 
 use crate::db::Tx;
-use crate::domain::{Hold, Slot};
+use crate::domain::{Hold, Slot, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::Serialize;
@@ -21,18 +21,20 @@ pub enum EventType {
     HoldCancelled,
     HoldExtended,
     HoldExpired,
+    HoldMoved,
     SlotCreated,
     SlotUpdated,
     SlotDeleted,
 }
 
 impl EventType {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::HoldCreated,
         Self::HoldConfirmed,
         Self::HoldCancelled,
         Self::HoldExtended,
         Self::HoldExpired,
+        Self::HoldMoved,
         Self::SlotCreated,
         Self::SlotUpdated,
         Self::SlotDeleted,
@@ -45,6 +47,7 @@ impl EventType {
             Self::HoldCancelled => "hold.cancelled",
             Self::HoldExtended => "hold.extended",
             Self::HoldExpired => "hold.expired",
+            Self::HoldMoved => "hold.moved",
             Self::SlotCreated => "slot.created",
             Self::SlotUpdated => "slot.updated",
             Self::SlotDeleted => "slot.deleted",
@@ -97,6 +100,25 @@ fn hold_row(kind: EventType, hold: &Hold, occurred_at: DateTime<Utc>) -> Result<
 /// build their event with this very function.)
 pub fn hold_event(kind: EventType, hold: &Hold) -> Result<NewEvent, Error> {
     hold_row(kind, hold, hold.updated_at)
+}
+
+/// Where a `hold.moved` row keeps the slot the hold left: inside its
+/// stored `data`, which the feed and the publisher split into the hold
+/// resource and the event's own `from_slot_id` (`feed::EventRow`).
+pub(crate) const MOVED_FROM: &str = "from_slot_id";
+
+/// `hold.moved` (SPEC §17, §19.5): the hold after the move, as every hold
+/// event carries it, and the slot it left.
+pub(crate) fn moved_event(hold: &Hold, from: SlotId) -> Result<NewEvent, Error> {
+    let mut data = serde_json::to_value(hold)
+        .map_err(|err| Error::Internal(sqlx::Error::Encode(Box::new(err))))?;
+    if let Some(data) = data.as_object_mut() {
+        data.insert(MOVED_FROM.into(), from.0.into());
+    }
+    Ok(NewEvent {
+        data: json(&data)?,
+        ..hold_event(EventType::HoldMoved, hold)?
+    })
 }
 
 /// `hold.expired` for `hold` (read under the slot's lock, expired by

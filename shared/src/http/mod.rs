@@ -16,7 +16,7 @@ mod slots;
 pub use availability::availability;
 pub use clients::{create_client, list_clients, patch_client, revoke_client};
 pub use events::{MAX_EVENTS, list_events};
-pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold};
+pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold, move_hold};
 pub use routes::ROUTES;
 pub use serve::{Handler, PlainHandler, serve, serve_without_app};
 pub use slot_admin::{create_slots, delete_slot, get_slot, update_slot};

@@ -6,7 +6,7 @@
 
 /// Every path the API serves (`{id}` stands for one non-empty segment)
 /// and its methods.
-pub const ROUTES: [(&str, &[&str]); 11] = [
+pub const ROUTES: [(&str, &[&str]); 12] = [
     ("/slots/availability", &["GET"]),
     ("/slots", &["POST"]),
     ("/slots/{id}", &["GET", "PATCH", "DELETE"]),
@@ -15,6 +15,7 @@ pub const ROUTES: [(&str, &[&str]); 11] = [
     ("/holds/{id}", &["GET", "DELETE"]),
     ("/holds/{id}/confirm", &["POST"]),
     ("/holds/{id}/extend", &["POST"]),
+    ("/holds/{id}/move", &["POST"]),
     ("/events", &["GET"]),
     ("/clients", &["GET", "POST"]),
     ("/clients/{id}", &["PATCH", "DELETE"]),

@@ -1,0 +1,299 @@
+//! Move: carry an active hold or a confirmed booking to another slot, all
+//! or nothing (SPEC §17).
+//!
+//! Two slot rows are locked, in ascending id order, before anything is
+//! decided: two moves in opposite directions queue instead of
+//! deadlocking, and every other writer of either slot (a hold, a confirm,
+//! a cancel, an extension, the sweeper, an administrator) takes one of
+//! these locks first, so the figures and the `now` read after them are
+//! final (docs/DESIGN.md, "A move holds both slots").
+
+use super::fair::{incomplete, over_share};
+use super::sql::{HoldRow, find_by_id, find_touchable};
+use super::written::Written;
+use super::{Booking, Transition, reclaim_locked};
+use crate::clients::Caller;
+use crate::db::counter::slot_client_seats;
+use crate::db::{self, Tx};
+use crate::domain::{Hold, HoldId, HoldStatus, SlotId};
+use crate::error::Error;
+use crate::events::{EventType, commit_with, moved_event};
+use sqlx::pool::PoolConnection;
+use sqlx::{MySql, MySqlConnection};
+
+impl Booking {
+    /// Moves the hold `hold_id` to slot `to`, keeping its id, key, owner,
+    /// status, quantity and `expires_at`. Refused, in this order and
+    /// changing nothing: cancelled, expired (decided under the locks),
+    /// target missing, either slot started, the target without the seats,
+    /// the owner's share of the target. Moving to the slot it is on answers
+    /// the hold unchanged (`changed: false`), so a retry after a lost
+    /// answer is harmless. The owner's cap is not checked: a move releases
+    /// exactly what it claims. The cache is invalidated as after a cancel.
+    ///
+    /// Only the hold's owner or an admin may move it; for anyone else it
+    /// does not exist (the same 404 as a missing hold).
+    pub async fn move_hold(
+        &self,
+        caller: &Caller,
+        hold_id: HoldId,
+        to: SlotId,
+    ) -> Result<Transition, Error> {
+        let deadline = self.deadline_before_invalidation();
+        let mut written = Written::default();
+        let outcome = db::transact!(&self.pool, "move", deadline, |conn| {
+            loop {
+                if let Some(done) = self
+                    .move_once(&mut conn, caller, hold_id, to, &mut written)
+                    .await?
+                {
+                    break Ok(done);
+                }
+            }
+        })
+        .map_err(|err| written.unknown_if_sent(err));
+        let outcome = self
+            .gone_since(&written, EventType::HoldMoved, deadline, outcome)
+            .await;
+        self.invalidate_unless_unchanged(&outcome).await;
+        outcome
+    }
+
+    /// Both slots' row locks, in one statement that scans the primary key
+    /// upwards: the lower id is locked first. Which rows come back tells
+    /// which slots exist. A locking read: no snapshot, and no clock.
+    pub const MOVE_LOCK_SLOTS: &'static str =
+        "SELECT id FROM slots WHERE id IN (?, ?) ORDER BY id FOR UPDATE";
+    /// After both slots' locks, one statement with one `now` locks the
+    /// hold and decides everything a refusal needs: expired? either slot
+    /// started? the target's share and the owner's seats on it (counted
+    /// only when it has one; −1 when it has none, so that a NULL, a
+    /// subquery cut short, is told apart). Its subqueries lock nothing.
+    /// Binds: target ×2, owner, target, hold.
+    pub const MOVE_LOCK: &'static str = concat!(
+        "SELECT ",
+        hold_columns!(),
+        ", expires_at <= UTC_TIMESTAMP(6) AS expired, ",
+        "(SELECT s.starts_at <= UTC_TIMESTAMP(6) FROM slots s WHERE s.id = holds.slot_id) AS from_closed, ",
+        "(SELECT s.starts_at <= UTC_TIMESTAMP(6) FROM slots s WHERE s.id = ?) AS to_closed, ",
+        "(SELECT s.max_seats_per_client FROM slots s WHERE s.id = ?) AS share, ",
+        "(SELECT IF(s.max_seats_per_client IS NULL, -1, (",
+        slot_client_seats!(),
+        ")) FROM slots s WHERE s.id = ?) AS seats ",
+        "FROM holds WHERE id = ? FOR UPDATE"
+    );
+    /// A booking's seats on the target: its `remaining` less its held
+    /// seats must cover them, decided by rows affected. `held` may still
+    /// count expired holds; a reclaim then decides exactly.
+    pub const MOVE_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - ?, \
+         updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND remaining >= held + ?";
+    /// Sent last, under every lock: the `now` it writes is inside them.
+    pub const MOVE_MARK: &'static str =
+        "UPDATE holds SET slot_id = ?, updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+
+    /// One attempt; `None` when a move took the hold to another slot
+    /// between the plain read and the locks: the caller reads it again.
+    async fn move_once(
+        &self,
+        conn: &mut PoolConnection<MySql>,
+        caller: &Caller,
+        hold_id: HoldId,
+        to: SlotId,
+        written: &mut Written,
+    ) -> Result<Option<Transition>, Error> {
+        // A plain read, the owner's or an admin's only (checked once,
+        // before any lock): which slot to lock, and the final refusal.
+        // Not "expired": a confirm that decided "active" may still commit.
+        let hold = find_touchable(conn, caller, hold_id).await?;
+        if let Some(done) = ours(conn, written, &hold).await? {
+            return Ok(Some(done));
+        }
+        if hold.status == HoldStatus::Cancelled {
+            return Err(Error::HoldCancelled(hold_id));
+        }
+        let (from, owner) = (hold.slot_id, hold.client_id);
+        let mut tx = Tx::begin(conn).await?;
+        let locked: Vec<u64> = sqlx::query_scalar(Self::MOVE_LOCK_SLOTS)
+            .bind(from.0.min(to.0))
+            .bind(from.0.max(to.0))
+            .fetch_all(&mut *tx)
+            .await?;
+        let found: Option<Locked> = sqlx::query_as(Self::MOVE_LOCK)
+            .bind(to.0)
+            .bind(to.0)
+            .bind(owner.0)
+            .bind(to.0)
+            .bind(hold_id.0)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(found) = found else {
+            tx.rollback().await?;
+            return Err(Error::HoldNotFound(hold_id));
+        };
+        let hold = found.row.into_hold()?;
+        // A retry whose earlier attempt's COMMIT landed unseen finds it
+        // here, once that COMMIT can no longer be in flight.
+        if let Some(done) = ours(&mut tx, written, &hold).await? {
+            tx.rollback().await?;
+            return Ok(Some(done));
+        }
+        if hold.slot_id != from {
+            // Another move won the race for it: the slot it is on now is
+            // not one whose lock this attempt holds.
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let refused = match hold.status {
+            HoldStatus::Cancelled => Some(Error::HoldCancelled(hold_id)),
+            HoldStatus::Held if found.expired => Some(Error::HoldExpired(hold_id)),
+            _ if to == from => {
+                tx.rollback().await?;
+                return Ok(Some(Transition {
+                    hold,
+                    changed: false,
+                }));
+            }
+            _ if !locked.contains(&to.0) => Some(Error::SlotNotFound(to)),
+            _ => None,
+        };
+        if let Some(refused) = refused {
+            tx.rollback().await?;
+            return Err(refused);
+        }
+        // Both rows are locked, so a figure that came back NULL was cut
+        // short (a scalar subquery of a stopped statement): it decides
+        // nothing.
+        let (Some(to_closed), Some(from_closed)) = (found.to_closed, found.from_closed) else {
+            return Err(incomplete("slot"));
+        };
+        let share = match (found.share, found.seats) {
+            (None, Some(-1)) => None,
+            (Some(share), Some(seats)) if seats >= 0 => Some((share, seats)),
+            _ => return Err(incomplete("fair use")),
+        };
+        let refused = if to_closed {
+            Some(Error::SlotClosed(to))
+        } else if from_closed {
+            Some(Error::SlotClosed(from))
+        } else {
+            None
+        };
+        if let Some(refused) = refused {
+            tx.rollback().await?;
+            return Err(refused);
+        }
+        // The target's seats first (SPEC §19.1: capacity, then the share),
+        // by a write that carries its own condition.
+        if let Some(refused) = claim_target(&mut tx, &hold, to).await? {
+            tx.rollback().await?; // and the reclaim: a later one redoes it
+            return Err(refused);
+        }
+        if let Some(refused) =
+            share.and_then(|(share, seats)| over_share(to, Some(share), Some(seats), hold.quantity))
+        {
+            tx.rollback().await?;
+            return Err(refused);
+        }
+        // The old slot's seats, as a cancel gives them back: an active
+        // hold is counted in `held` (it expires after the watermark); a
+        // booking's seats return to `remaining`, capped at capacity.
+        let release = match hold.status {
+            HoldStatus::Held => sqlx::query(Self::CANCEL_RELEASE)
+                .bind(hold.quantity)
+                .bind(from.0)
+                .bind(hold.expires_at),
+            _ => sqlx::query(Self::CANCEL_RETURN)
+                .bind(hold.quantity)
+                .bind(from.0),
+        };
+        release.execute(&mut *tx).await?;
+        sqlx::query(Self::MOVE_MARK)
+            .bind(to.0)
+            .bind(hold_id.0)
+            .execute(&mut *tx)
+            .await?;
+        let moved = find_by_id(&mut *tx, hold_id)
+            .await?
+            .ok_or(Error::HoldNotFound(hold_id))?;
+        let event = moved_event(&moved, from)?;
+        written.record(&moved);
+        commit_with(tx, &[event]).await?;
+        Ok(Some(Transition {
+            hold: moved,
+            changed: true,
+        }))
+    }
+}
+
+/// Claims the hold's seats on `to`, under its lock: an active hold's by
+/// the hold path's conditional increment of `held`, a booking's by
+/// [`Booking::MOVE_CONSUME`]. When the counter says no, the seats of
+/// holds expired since the watermark are given back and the figures,
+/// exact then, decide. `Some`: refused, the transaction to be rolled back.
+async fn claim_target(
+    conn: &mut MySqlConnection,
+    hold: &Hold,
+    to: SlotId,
+) -> Result<Option<Error>, Error> {
+    let quantity = hold.quantity;
+    let booked = hold.status == HoldStatus::Confirmed;
+    let claim = || {
+        let sql = if booked {
+            Booking::MOVE_CONSUME
+        } else {
+            Booking::HOLD_CLAIM
+        };
+        sqlx::query(sql).bind(quantity).bind(to.0).bind(quantity)
+    };
+    if claim().execute(&mut *conn).await?.rows_affected() == 1 {
+        return Ok(None);
+    }
+    let Some(counters) = reclaim_locked(conn, to).await? else {
+        return Err(Error::SlotNotFound(to));
+    };
+    // The reclaim's now is later than `MOVE_LOCK`'s: a held hold that
+    // expired in between is expired now, and counted on the target it
+    // would break D there (its expiry at or before the new watermark,
+    // which no reclaim or cancel would ever give back).
+    if !booked && hold.expires_at <= counters.watermark {
+        return Ok(Some(Error::HoldExpired(hold.id)));
+    }
+    if u64::from(counters.held) + u64::from(quantity) > u64::from(counters.remaining) {
+        return Ok(Some(Error::CapacityExhausted(to)));
+    }
+    let claimed = claim().execute(&mut *conn).await?.rows_affected();
+    Ok((claimed == 0).then_some(Error::CapacityExhausted(to)))
+}
+
+#[derive(sqlx::FromRow)]
+struct Locked {
+    #[sqlx(flatten)]
+    row: HoldRow,
+    expired: bool,
+    /// NULL only if the slot row is missing (the hold's own: never, its
+    /// lock is held; the target's: it does not exist).
+    from_closed: Option<bool>,
+    to_closed: Option<bool>,
+    share: Option<u32>,
+    /// −1: the target has no share.
+    seats: Option<i64>,
+}
+
+/// Whether this request's earlier attempt moved the hold, its answer
+/// lost: as for an extension, the hold unchanged since says so itself;
+/// otherwise its `hold.moved` event tells, once that attempt's fate is
+/// settled (under the locks, or when a later change shows it).
+async fn ours(
+    conn: &mut MySqlConnection,
+    written: &Written,
+    found: &Hold,
+) -> Result<Option<Transition>, Error> {
+    let done = match written.unchanged(found) {
+        Some(done) => Some(done),
+        None => written.announced(conn, EventType::HoldMoved).await?,
+    };
+    Ok(done.map(|hold| Transition {
+        hold,
+        changed: true,
+    }))
+}
