@@ -2,8 +2,8 @@
 //! model of SPEC §4 and §9 (`support/history`, whose own unit tests try
 //! the checker on hand-made histories): the checker rejecting the
 //! histories of planted bugs, and the real service's history under a
-//! randomized concurrent workload with holds that expire, extensions and
-//! lost answers (`support/history/workload.rs`), which it must accept.
+//! randomized concurrent workload with holds that expire, extensions,
+//! moves and lost answers (`support/history/workload.rs`), which it must accept.
 
 use rand::Rng;
 use serde_json::Value;
@@ -103,6 +103,7 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
         "extend 200 ",
         "extend 409 hold_expired",
         "extend 409 extension_limit_reached",
+        "move 200 ",
         "cancel 200 ",
     ] {
         assert!(

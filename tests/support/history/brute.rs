@@ -27,6 +27,7 @@ fn request(kind: Kind, key: usize) -> Request {
         Kind::Confirm => Request::Confirm { hold: id },
         Kind::Cancel => Request::Cancel { hold: id },
         Kind::Extend => Request::Extend { hold: id },
+        Kind::Move(_) => unreachable!("one slot: nothing to move to"),
     }
 }
 
@@ -36,6 +37,7 @@ fn response(key: usize, created: u64, answer: Expected) -> Response {
             code,
             status,
             expires,
+            at: _,
         } => Response::hold(code, key as u64 + 1, 1, &format!("k{key}"), status.as_str())
             .at(created, expires),
         Expected::Error { code, reason } => Response::error(code, reason),
@@ -45,11 +47,7 @@ fn response(key: usize, created: u64, answer: Expected) -> Response {
 /// Calls placed at instants 4, 8, … ms in a random run of the model, each
 /// with an interval around its instant; some answers are then replaced.
 fn random_history(rng: &mut StdRng, capacity: u32, rules: Rules) -> Vec<Call> {
-    let mut model = Slot {
-        capacity,
-        rules,
-        created: vec![None; KEYS],
-    };
+    let mut model = Slot::single(capacity, rules, vec![None; KEYS]);
     let mut state = model.initial();
     let n = rng.random_range(2..=6);
     let mut calls = Vec::new();
@@ -87,9 +85,10 @@ fn random_history(rng: &mut StdRng, capacity: u32, rules: Rules) -> Vec<Call> {
         let i = rng.random_range(0..calls.len());
         let key = match &calls[i].request {
             Request::Hold { key, .. } => key[1..].parse().expect("key index"),
-            Request::Confirm { hold } | Request::Cancel { hold } | Request::Extend { hold } => {
-                *hold as usize - 1
-            }
+            Request::Confirm { hold }
+            | Request::Cancel { hold }
+            | Request::Extend { hold }
+            | Request::Move { hold, .. } => *hold as usize - 1,
         };
         let created = model.created[key].unwrap_or(4 * MS * (i as u64 + 1));
         let expires = created + rules.ttl + rng.random_range(0..=2) * MS;
@@ -97,6 +96,7 @@ fn random_history(rng: &mut StdRng, capacity: u32, rules: Rules) -> Vec<Call> {
             code,
             status,
             expires,
+            at: 0,
         };
         let refused = |reason| Expected::Error { code: 409, reason };
         let wrong = [
@@ -123,6 +123,7 @@ fn observed(c: &Call) -> Observed {
             code: r.status,
             status: Status::parse(&h.status).expect("status"),
             expires: h.expires_at,
+            at: 0,
         },
         (None, reason) => Observed::Error {
             code: r.status,
@@ -134,9 +135,10 @@ fn observed(c: &Call) -> Observed {
 fn key_of(c: &Call) -> usize {
     match &c.request {
         Request::Hold { key, .. } => key[1..].parse().expect("key index"),
-        Request::Confirm { hold } | Request::Cancel { hold } | Request::Extend { hold } => {
-            *hold as usize - 1
-        }
+        Request::Confirm { hold }
+        | Request::Cancel { hold }
+        | Request::Extend { hold }
+        | Request::Move { hold, .. } => *hold as usize - 1,
     }
 }
 
@@ -146,6 +148,7 @@ fn kind_of(c: &Call) -> Kind {
         Request::Confirm { .. } => Kind::Confirm,
         Request::Cancel { .. } => Kind::Cancel,
         Request::Extend { .. } => Kind::Extend,
+        Request::Move { .. } => unreachable!("one slot: nothing to move to"),
     }
 }
 
@@ -243,18 +246,15 @@ fn the_search_agrees_with_brute_force_on_small_random_histories() {
             .collect();
         let named = |id: u64| created[id as usize - 1].is_some();
         if !calls.iter().all(|c| match c.request {
-            Request::Confirm { hold } | Request::Cancel { hold } | Request::Extend { hold } => {
-                named(hold)
-            }
+            Request::Confirm { hold }
+            | Request::Cancel { hold }
+            | Request::Extend { hold }
+            | Request::Move { hold, .. } => named(hold),
             Request::Hold { .. } => c.response.status != 503 || created[key_of(c)].is_some(),
         }) {
             continue;
         }
-        let model = Slot {
-            capacity,
-            rules,
-            created,
-        };
+        let model = Slot::single(capacity, rules, created);
         let report = check(&calls, &BTreeMap::from([(1, capacity)]), rules);
         let expected = brute_force(&calls, &model);
         assert_eq!(

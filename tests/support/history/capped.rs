@@ -107,6 +107,10 @@ pub async fn call(
             Request::Extend { hold } => {
                 http::extend_hold(app, with_key(extend_request(&hold.to_string()))).await
             }
+            Request::Move { hold, to } => {
+                let body = format!(r#"{{"slot_id": {to}}}"#);
+                http::move_hold(app, with_key(crate::move_request(&hold.to_string(), &body))).await
+            }
         };
         crate::read(response.expect("handlers answer inside Ok"))
     };

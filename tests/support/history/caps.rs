@@ -138,9 +138,10 @@ fn lives(calls: &[&Call]) -> BTreeMap<String, Life> {
         let r = &call.response;
         let key = match &call.request {
             Request::Hold { key, .. } => Some(key.clone()),
-            Request::Confirm { hold } | Request::Cancel { hold } | Request::Extend { hold } => {
-                key_of.get(hold).cloned()
-            }
+            Request::Confirm { hold }
+            | Request::Cancel { hold }
+            | Request::Extend { hold }
+            | Request::Move { hold, .. } => key_of.get(hold).cloned(),
         };
         let Some(key) = key else { continue };
         let life = lives.entry(key).or_default();

@@ -211,22 +211,30 @@ fn search(p: &Partition, history: &[Call]) -> (usize, Result<(), String>) {
 
 /// The longest linearization found, and why no remaining call extends it.
 fn explain(p: &Partition, history: &[Call], order: &[usize], state: &State, now: u64) -> String {
+    let slots: Vec<String> = p
+        .slots
+        .iter()
+        .zip(&p.model.capacities)
+        .map(|(slot, capacity)| format!("slot {slot} (capacity {capacity})"))
+        .collect();
     let mut out = format!(
-        "slot {} (capacity {}): no order of its {} calls fits the model; the longest \
-         linearization found has {}:\n",
-        p.slot,
-        p.model.capacity,
+        "{}: no order of its {} calls fits the model; the longest linearization found has {}:\n",
+        slots.join(", "),
         p.ops.len(),
         order.len()
     );
     for &i in order {
         out += &format!("  {}\n", show(&history[p.ops[i].call]));
     }
+    let bookable: Vec<String> = (0..p.slots.len())
+        .filter_map(|at| u8::try_from(at).ok())
+        .map(|at| format!("@{at}: {}", p.model.bookable(state, at, now)))
+        .collect();
     out += &format!(
         "then, at {} in state [{}] (bookable {}), no remaining call fits:\n",
         ms(now),
         Slot::describe(state),
-        p.model.bookable(state, now)
+        bookable.join(", ")
     );
     let done: HashSet<usize> = order.iter().copied().collect();
     let bound = (0..p.ops.len())

@@ -59,14 +59,15 @@ impl Rules {
     }
 }
 
-/// What a caller asked. A hold names its slot; a confirm, cancel or
-/// extend names a hold by the id some earlier answer gave.
+/// What a caller asked. A hold names its slot; a confirm, cancel, extend
+/// or move names a hold by the id some earlier answer gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Hold { slot: u64, key: String },
     Confirm { hold: u64 },
     Cancel { hold: u64 },
     Extend { hold: u64 },
+    Move { hold: u64, to: u64 },
 }
 
 /// The hold resource's fields the model needs; its times in nanoseconds
@@ -226,6 +227,7 @@ pub fn outcomes(history: &[Call]) -> std::collections::BTreeMap<String, usize> {
             Request::Confirm { .. } => "confirm",
             Request::Cancel { .. } => "cancel",
             Request::Extend { .. } => "extend",
+            Request::Move { .. } => "move",
         };
         let answer = c.response.reason.clone().unwrap_or_default();
         *outcomes

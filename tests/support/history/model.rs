@@ -45,6 +45,8 @@ pub enum Kind {
     Confirm,
     Cancel,
     Extend,
+    /// To the slot of this index in the partition (SPEC §17).
+    Move(u8),
 }
 
 /// What a call's answer said, reduced to what the model decides.
@@ -56,6 +58,8 @@ pub enum Observed {
         code: u16,
         status: Status,
         expires: Option<u64>,
+        /// The slot it is on, by its index in the partition.
+        at: u8,
     },
     /// An error: status code and reason.
     Error { code: u16, reason: String },
@@ -72,6 +76,7 @@ pub enum Expected {
         code: u16,
         status: Status,
         expires: u64,
+        at: u8,
     },
     Error {
         code: u16,
@@ -87,13 +92,15 @@ impl Expected {
                     code,
                     status,
                     expires,
+                    at,
                 },
                 Observed::Hold {
                     code: c,
                     status: s,
                     expires: e,
+                    at: a,
                 },
-            ) => code == *c && status == *s && e.is_none_or(|e| e == expires),
+            ) => code == *c && status == *s && at == *a && e.is_none_or(|e| e == expires),
             (Self::Error { code, reason }, Observed::Error { code: c, reason: r }) => {
                 code == *c && reason == r
             }
@@ -117,7 +124,13 @@ impl fmt::Display for Expected {
                 code,
                 status,
                 expires,
-            } => write!(f, "{code} {} (expires {})", status.as_str(), ms(*expires)),
+                at,
+            } => write!(
+                f,
+                "{code} {} @{at} (expires {})",
+                status.as_str(),
+                ms(*expires)
+            ),
             Self::Error { code, reason } => write!(f, "{code} {reason}"),
         }
     }
@@ -130,8 +143,9 @@ impl fmt::Display for Observed {
                 code,
                 status,
                 expires,
+                at,
             } => {
-                write!(f, "{code} {}", status.as_str())?;
+                write!(f, "{code} {} @{at}", status.as_str())?;
                 match expires {
                     Some(e) => write!(f, " (expires {})", ms(*e)),
                     None => Ok(()),

@@ -2,7 +2,9 @@
 //! slot, and linearizability is local, so the history is linearizable iff
 //! each slot's sub-history is), after the checks that span slots and the
 //! facts of the whole history: one hold per key and one key per hold,
-//! every answer's hold the one asked for, one `created_at` per hold.
+//! every answer's hold the one asked for, one `created_at` per hold. A
+//! move (SPEC §17) acts on two slots: the slots that moves join are one
+//! partition, with its keys' holds going from one to another.
 
 use super::model::{Kind, Observed, Status, ms};
 use super::slot::Slot;
@@ -25,7 +27,8 @@ pub struct Op {
 }
 
 pub struct Partition {
-    pub slot: u64,
+    /// Its slots' ids, by their index in the model.
+    pub slots: Vec<u64>,
     pub model: Slot,
     pub keys: Vec<String>,
     /// Every `expires_at` some answer showed, by key.
@@ -55,9 +58,10 @@ pub fn partition(
         let Some(h) = &c.response.hold else { continue };
         let asked = match &c.request {
             Request::Hold { slot, key } => h.slot == *slot && h.key == *key,
-            Request::Confirm { hold } | Request::Cancel { hold } | Request::Extend { hold } => {
-                h.id == *hold
-            }
+            Request::Confirm { hold }
+            | Request::Cancel { hold }
+            | Request::Extend { hold }
+            | Request::Move { hold, .. } => h.id == *hold,
         };
         if !asked {
             return Err(format!(
@@ -85,9 +89,24 @@ pub fn partition(
                 ));
             }
         }
-        // A key only confirmed or cancelled here has the slot its hold says.
-        if *key_slot.entry(&h.key).or_insert(h.slot) != h.slot {
-            return Err(format!("call #{i}: hold on a slot its key never asked for"));
+        // A key only confirmed or cancelled here has the slot its hold
+        // says. (A hold answered on a slot that no move of its joined to
+        // its own is outside its partition: `observe` reports it.)
+        key_slot.entry(&h.key).or_insert(h.slot);
+    }
+    // The slots each move joins: its hold's own slot and its target.
+    let mut group: BTreeMap<u64, u64> = capacities.keys().map(|&s| (s, s)).collect();
+    for (i, c) in history.iter().enumerate() {
+        if let Request::Move { hold, to } = &c.request {
+            let Some((key, _)) = id_key.get(hold) else {
+                return Err(format!(
+                    "call #{i}: hold {hold} is not known from any answer"
+                ));
+            };
+            if !capacities.contains_key(to) {
+                return Err(format!("call #{i}: slot {to} has no known capacity"));
+            }
+            join(&mut group, key_slot[key], *to);
         }
     }
     let mut parts: BTreeMap<u64, Partition> = BTreeMap::new();
@@ -95,7 +114,10 @@ pub fn partition(
     for (i, c) in history.iter().enumerate() {
         let (kind, key) = match &c.request {
             Request::Hold { key, .. } => (Kind::Hold, key.as_str()),
-            Request::Confirm { hold } | Request::Cancel { hold } | Request::Extend { hold } => {
+            Request::Confirm { hold }
+            | Request::Cancel { hold }
+            | Request::Extend { hold }
+            | Request::Move { hold, .. } => {
                 let Some((key, _)) = id_key.get(hold) else {
                     return Err(format!(
                         "call #{i}: hold {hold} is not known from any answer"
@@ -104,36 +126,61 @@ pub fn partition(
                 let kind = match c.request {
                     Request::Confirm { .. } => Kind::Confirm,
                     Request::Cancel { .. } => Kind::Cancel,
+                    // The target's index, set below.
+                    Request::Move { .. } => Kind::Move(0),
                     _ => Kind::Extend,
                 };
                 (kind, *key)
             }
         };
-        let slot = key_slot[key];
-        let Some(capacity) = capacities.get(&slot) else {
-            return Err(format!("call #{i}: slot {slot} has no known capacity"));
-        };
-        let p = parts.entry(slot).or_insert_with(|| Partition {
-            slot,
-            model: Slot {
-                capacity: *capacity,
-                rules,
-                created: Vec::new(),
-            },
-            keys: Vec::new(),
-            shown: Vec::new(),
-            ops: Vec::new(),
+        let home = key_slot[key];
+        if !capacities.contains_key(&home) {
+            return Err(format!("call #{i}: slot {home} has no known capacity"));
+        }
+        let root = find(&group, home);
+        let p = parts.entry(root).or_insert_with(|| {
+            let slots: Vec<u64> = group
+                .keys()
+                .copied()
+                .filter(|&s| find(&group, s) == root)
+                .collect();
+            Partition {
+                model: Slot {
+                    capacities: slots.iter().map(|s| capacities[s]).collect(),
+                    rules,
+                    created: Vec::new(),
+                    home: Vec::new(),
+                },
+                slots,
+                keys: Vec::new(),
+                shown: Vec::new(),
+                ops: Vec::new(),
+            }
         });
+        let index = |slot: u64| {
+            p.slots
+                .iter()
+                .position(|&s| s == slot)
+                .and_then(|at| u8::try_from(at).ok())
+        };
+        let home = index(home).expect("a key's slot is in its partition");
+        let kind = match (kind, &c.request) {
+            (Kind::Move(_), Request::Move { to, .. }) => {
+                Kind::Move(index(*to).expect("a move's target is in its partition"))
+            }
+            (kind, _) => kind,
+        };
         let key = *key_index.entry(key).or_insert_with(|| {
             p.keys.push(key.to_string());
             p.model.created.push(created.get(key).map(|(at, _)| *at));
+            p.model.home.push(home);
             p.shown.push(Vec::new());
             p.keys.len() - 1
         });
         if let Some(expires) = c.response.hold.as_ref().and_then(|h| h.expires_at) {
             p.shown[key].push(expires);
         }
-        let observed = observe(c);
+        let observed = observe(c, &index);
         let completed = match observed {
             Observed::Unknown => u64::MAX,
             _ => c.completed,
@@ -156,17 +203,33 @@ pub fn partition(
     Ok(parts)
 }
 
-fn observe(c: &Call) -> Observed {
+/// The slots that moves join share one representative: the smallest.
+fn find(group: &BTreeMap<u64, u64>, mut slot: u64) -> u64 {
+    while group[&slot] != slot {
+        slot = group[&slot];
+    }
+    slot
+}
+
+fn join(group: &mut BTreeMap<u64, u64>, a: u64, b: u64) {
+    let (a, b) = (find(group, a), find(group, b));
+    group.insert(a.max(b), a.min(b));
+}
+
+/// What `c`'s answer said, its hold's slot by `index` in the partition.
+fn observe(c: &Call, index: &impl Fn(u64) -> Option<u8>) -> Observed {
     let r = &c.response;
     match (r.status, &r.hold, &r.reason) {
         (503, _, _) => Observed::Unknown,
-        (200 | 201, Some(h), _) => match Status::parse(&h.status) {
-            Some(status) => Observed::Hold {
+        (200 | 201, Some(h), _) => match (Status::parse(&h.status), index(h.slot)) {
+            (Some(status), Some(at)) => Observed::Hold {
                 code: r.status,
                 status,
                 expires: h.expires_at,
+                at,
             },
-            None => Observed::Malformed(format!("hold status {:?}", h.status)),
+            (None, _) => Observed::Malformed(format!("hold status {:?}", h.status)),
+            (_, None) => Observed::Malformed(format!("hold on slot {}, outside its moves", h.slot)),
         },
         (code, None, Some(reason)) if code >= 400 => Observed::Error {
             code,
@@ -183,6 +246,7 @@ pub fn show(c: &Call) -> String {
         Request::Confirm { hold } => format!("confirm(#{hold})"),
         Request::Cancel { hold } => format!("cancel(#{hold})"),
         Request::Extend { hold } => format!("extend(#{hold})"),
+        Request::Move { hold, to } => format!("move(#{hold} to slot {to})"),
     };
     let r = &c.response;
     let answer = match (&r.hold, &r.reason) {

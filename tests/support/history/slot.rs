@@ -1,11 +1,11 @@
-//! The sequential model of one slot, from SPEC §4 and §9: what each call
-//! must answer when it takes effect at instant `t`, and the state it
-//! leaves.
+//! The sequential model of one slot, from SPEC §4 and §9 — or of a few,
+//! when moves (§17) join them — what each call must answer when it takes
+//! effect at instant `t`, and the state it leaves.
 //!
-//! A slot's state is each idempotency key's hold: its status (unused,
-//! held, confirmed, cancelled) and its `expires_at`. A held hold is active
-//! at `t` while `t < expires_at`; bookable at `t` is `capacity − confirmed
-//! − active`. Hold ids are not part of the state: one key has one hold, so
+//! The state is each idempotency key's hold: its status (unused, held,
+//! confirmed, cancelled), its `expires_at` and the slot it is on. A held
+//! hold is active at `t` while `t < expires_at`; a slot's bookable at `t`
+//! is its `capacity − confirmed − active`, counting the holds on it. Hold ids are not part of the state: one key has one hold, so
 //! the id ↔ key correspondence is a fact of the whole history, checked
 //! once before the search, and so is each hold's `created_at` (see
 //! `partition.rs`). The state holds no clock: the instant is the search's
@@ -20,39 +20,60 @@ pub struct Key {
     pub status: Status,
     /// `NEVER` while unused, or when no answer gave a time.
     pub expires: u64,
+    /// The slot it is on, by its index in [`Slot::capacities`].
+    pub at: u8,
 }
 
 /// The keys' holds, by key index.
 pub type State = Vec<Key>;
 
-/// One slot of the model.
+/// The slots of one partition of the model: one, unless moves join some.
 #[derive(Debug, Clone)]
 pub struct Slot {
-    pub capacity: u32,
+    /// Each slot's capacity, by its index in the partition.
+    pub capacities: Vec<u32>,
     pub rules: Rules,
     /// Each key's `created_at`, when some answer showed it.
     pub created: Vec<Option<u64>>,
+    /// Each key's own slot: the one its hold requests name.
+    pub home: Vec<u8>,
 }
 
 impl Slot {
+    /// One slot of `capacity`, with a key per entry of `created`.
+    #[cfg(test)]
+    pub fn single(capacity: u32, rules: Rules, created: Vec<Option<u64>>) -> Self {
+        let home = vec![0; created.len()];
+        Self {
+            capacities: vec![capacity],
+            rules,
+            created,
+            home,
+        }
+    }
+
     pub fn initial(&self) -> State {
-        let unused = Key {
-            status: Status::Unused,
-            expires: NEVER,
-        };
-        vec![unused; self.created.len()]
+        self.home
+            .iter()
+            .map(|&at| Key {
+                status: Status::Unused,
+                expires: NEVER,
+                at,
+            })
+            .collect()
     }
 
     pub fn active(key: Key, t: u64) -> bool {
         key.status == Status::Held && t < key.expires
     }
 
-    pub fn bookable(&self, state: &State, t: u64) -> i64 {
+    /// What slot `at` has bookable at `t`.
+    pub fn bookable(&self, state: &State, at: u8, t: u64) -> i64 {
         let taken = state
             .iter()
-            .filter(|k| k.status == Status::Confirmed || Self::active(**k, t))
+            .filter(|k| k.at == at && (k.status == Status::Confirmed || Self::active(**k, t)))
             .count();
-        i64::from(self.capacity) - i64::try_from(taken).unwrap_or(i64::MAX)
+        i64::from(self.capacities[usize::from(at)]) - i64::try_from(taken).unwrap_or(i64::MAX)
     }
 
     /// Where a hold of `key` made at `t` expires: `created_at + HOLD_TTL`
@@ -88,6 +109,7 @@ impl Slot {
             code: 200,
             status,
             expires,
+            at: current.at,
         };
         let refused = |reason| Expected::Error { code: 409, reason };
         let expired = current.status == Held && current.expires <= t;
@@ -95,25 +117,49 @@ impl Slot {
             // Strict: a key's first use answers 201, also when the service
             // retried it after a lost COMMIT answer (it finds its own hold
             // and answers as the lost answer would have).
-            (Kind::Hold, Unused) if self.bookable(state, t) > 0 => {
+            (Kind::Hold, Unused) if self.bookable(state, current.at, t) > 0 => {
                 next[key] = Key {
                     status: Held,
                     expires: self.new_expiry(key, t, timed),
+                    at: current.at,
                 };
                 Expected::Hold {
                     code: 201,
                     status: Held,
                     expires: next[key].expires,
+                    at: current.at,
                 }
             }
             (Kind::Hold, Unused) => refused("capacity_exhausted"),
-            // A replay answers the key's hold whatever its state now.
+            // A replay answers the key's hold whatever its state now, on
+            // the slot the request names; moved away, the key was used for
+            // another slot (the fingerprint, SPEC §9).
+            (Kind::Hold, _) if current.at != self.home[key] => Expected::Error {
+                code: 422,
+                reason: "idempotency_key_reuse",
+            },
             (Kind::Hold, status) => answer(status, current.expires),
             // Callers only name ids some answer gave; "not yet" is a 404.
             (_, Unused) => Expected::Error {
                 code: 404,
                 reason: "not_found",
             },
+            // SPEC §17's order: cancelled, expired, (missing, started: no
+            // slot of a run is either), the slot it is on (unchanged), the
+            // target's seats; the hold keeps its status and expiry.
+            (Kind::Move(_), Cancelled) => refused("hold_cancelled"),
+            (Kind::Move(_), Held) if expired => refused("hold_expired"),
+            (Kind::Move(to), status) if to == current.at => answer(status, current.expires),
+            (Kind::Move(to), status) if self.bookable(state, to, t) > 0 => {
+                next[key].at = to;
+                Expected::Hold {
+                    code: 200,
+                    status,
+                    expires: current.expires,
+                    at: to,
+                }
+            }
+            (Kind::Move(_), _) => refused("capacity_exhausted"),
             (Kind::Confirm, Held) if expired => refused("hold_expired"),
             (Kind::Confirm, Held | Confirmed) => {
                 // An active hold occupies a seat, so confirming it always
@@ -197,9 +243,9 @@ impl Slot {
             .filter(|(_, k)| k.status != Status::Unused)
             .map(|(i, k)| match k.status {
                 Status::Held if k.expires != NEVER => {
-                    format!("k{i}:held until {}", ms(k.expires))
+                    format!("k{i}@{}:held until {}", k.at, ms(k.expires))
                 }
-                status => format!("k{i}:{}", status.as_str()),
+                status => format!("k{i}@{}:{}", k.at, status.as_str()),
             })
             .collect::<Vec<_>>()
             .join(" ")

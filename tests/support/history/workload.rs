@@ -1,8 +1,10 @@
 //! The randomized concurrent workload whose history `tests/history.rs`
 //! checks: callers, each its own environment, on a few small slots, with
-//! holds that live well under a second. Confirms and extends are often
-//! timed to land around a hold's `expires_at`; repeated extensions meet
-//! the lifetime cap. Some environments reach the database through a proxy
+//! holds that live well under a second. Confirms, extends and moves are
+//! often timed to land around a hold's `expires_at`; repeated extensions
+//! meet the lifetime cap. Holds and bookings move between the slots of a
+//! pair (the first and second slot, the third and fourth…): the checker
+//! takes the slots moves join together, so pairs keep its search small. Some environments reach the database through a proxy
 //! that, now and then, loses every answer in flight (the server finishes
 //! what it was sent), so `db::transact!` retries after COMMITs it never
 //! saw answered: their answers must still be exact.
@@ -25,7 +27,10 @@ use tokio::sync::watch;
 /// them, its id, the status and the expiry that answer showed.
 #[derive(Clone)]
 struct Known {
+    /// The slot its hold requests name.
     slot: u64,
+    /// The slot its last answer showed it on (moves change it).
+    at: u64,
     key: String,
     id: Option<u64>,
     status: String,
@@ -91,8 +96,9 @@ async fn around_expiry(k: &Known, rng: &mut StdRng) {
 /// One caller: `calls` calls of holds with fresh keys, replays of known
 /// keys, confirms and extends of holds last seen active (often timed
 /// around their expiry; an extension is often tried again at once, which
-/// meets the lifetime cap), cancels of holds not last seen cancelled; its
-/// own and the other callers' alike.
+/// meets the lifetime cap), moves of holds last seen active or confirmed
+/// to the other slot of their pair, cancels of holds not last seen
+/// cancelled; its own and the other callers' alike.
 pub async fn caller(client: usize, app: App, calls: usize, shared: Shared) {
     let mut rng = StdRng::from_rng(&mut rand::rng());
     let mut again: Option<Request> = None;
@@ -117,7 +123,8 @@ async fn next_request(shared: &Shared, rng: &mut StdRng) -> Request {
         let known = shared.known.lock().unwrap();
         match roll {
             25..35 if !known.is_empty() => Some(known[rng.random_range(0..known.len())].clone()),
-            35..90 => pick(&known, rng, active),
+            35..76 => pick(&known, rng, active),
+            76..90 => pick(&known, rng, |k| active(k) || k.status == "confirmed"),
             90.. => pick(&known, rng, |k| k.status != "cancelled"),
             _ => None,
         }
@@ -130,10 +137,13 @@ async fn next_request(shared: &Shared, rng: &mut StdRng) -> Request {
         (35..90, Some(k)) => {
             around_expiry(&k, rng).await;
             let hold = k.id.expect("picked with an id");
-            if roll < 55 {
-                Request::Confirm { hold }
-            } else {
-                Request::Extend { hold }
+            match roll {
+                ..52 => Request::Confirm { hold },
+                52..76 => Request::Extend { hold },
+                _ => Request::Move {
+                    hold,
+                    to: partner(&shared.slots, k.at),
+                },
             }
         }
         (90.., Some(k)) => Request::Cancel {
@@ -144,6 +154,12 @@ async fn next_request(shared: &Shared, rng: &mut StdRng) -> Request {
             key: new_key().to_string(),
         },
     }
+}
+
+/// The other slot of `slot`'s pair (itself when it has none).
+fn partner(slots: &[u64], slot: u64) -> u64 {
+    let at = slots.iter().position(|&s| s == slot).unwrap_or(0);
+    slots.get(at ^ 1).copied().unwrap_or(slot)
 }
 
 /// Makes `request` through the handlers, recorded.
@@ -159,6 +175,10 @@ pub async fn call(app: &App, rec: &Recorder, client: usize, request: &Request) -
             Request::Cancel { hold } => http::cancel(app, cancel_request(&hold.to_string())).await,
             Request::Extend { hold } => {
                 http::extend_hold(app, extend_request(&hold.to_string())).await
+            }
+            Request::Move { hold, to } => {
+                let body = format!(r#"{{"slot_id": {to}}}"#);
+                http::move_hold(app, crate::move_request(&hold.to_string(), &body)).await
             }
         };
         crate::read(response.expect("handlers answer inside Ok"))
@@ -176,6 +196,7 @@ fn learn(shared: &Shared, request: &Request, status: u16, body: &Value) {
             None => {
                 known.push(Known {
                     slot: *slot,
+                    at: *slot,
                     key: key.clone(),
                     id: None,
                     status: String::new(),
@@ -184,12 +205,13 @@ fn learn(shared: &Shared, request: &Request, status: u16, body: &Value) {
                 known.len() - 1
             }
         },
-        Request::Confirm { hold } | Request::Cancel { hold } | Request::Extend { hold } => {
-            match by_id(hold) {
-                Some(i) => i,
-                None => return,
-            }
-        }
+        Request::Confirm { hold }
+        | Request::Cancel { hold }
+        | Request::Extend { hold }
+        | Request::Move { hold, .. } => match by_id(hold) {
+            Some(i) => i,
+            None => return,
+        },
     };
     if status == 503 {
         shared
@@ -205,6 +227,7 @@ fn learn(shared: &Shared, request: &Request, status: u16, body: &Value) {
             .map(|t| t.with_timezone(&Utc));
         let k = &mut known[i];
         (k.id, k.status, k.expires_at) = (Some(id), status.to_string(), expires_at);
+        k.at = body["slot_id"].as_u64().unwrap_or(k.at);
     }
 }
 
