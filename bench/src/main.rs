@@ -24,6 +24,7 @@ mod coldstart;
 mod e2e;
 mod fair;
 mod feed;
+mod lifecycle;
 mod markdown;
 mod measure;
 mod raw;
@@ -70,6 +71,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "fair_use",
         "SPEC §16: hold with the per-client cap in force vs none (hot and spread, 1 and 8 env); the round trips of a 429 and of an unknown key refused again, counted",
+    ),
+    (
+        "lifecycle",
+        "SPEC §17: a booking moved to another slot vs a confirm (spread over 1,000 slots, 1 and 8 env)",
     ),
     (
         "cache_down",
@@ -204,6 +209,7 @@ async fn run(options: Options) -> Result<(), String> {
             "projection" => reads::projections(&bench, timing, &mut emit).await,
             "storm" => scenarios::storm(&bench, &mut emit).await,
             "fair_use" => fair::run(&bench, timing, &mut emit).await,
+            "lifecycle" => lifecycle::run(&bench, timing, &mut emit).await,
             "cache_down" => cachedown::run(&bench, timing, &mut emit).await,
             "scale" => scale::run(&server, &redis_url, timing, &mut emit).await,
             "feed" => feed::run(&server, &redis_url, timing, &mut emit).await,

@@ -9,7 +9,14 @@ use crate::targets::Target;
 use std::fmt::Write;
 
 /// The groups whose section can be updated from a run of that group.
-pub const IN_PLACE: &[&str] = &["cache_down", "scale", "feed", "revision", "fair_use"];
+pub const IN_PLACE: &[&str] = &[
+    "cache_down",
+    "scale",
+    "feed",
+    "revision",
+    "fair_use",
+    "lifecycle",
+];
 
 /// The section of `group`, markers included.
 pub fn render(group: &str, meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
@@ -20,6 +27,7 @@ pub fn render(group: &str, meta: &Meta, rows: &[Row], targets: &[Target], full: 
         "feed" => feed(meta, rows, targets, full),
         "revision" => revision(meta, rows, targets, full),
         "fair_use" => fair_use(meta, rows, targets, full),
+        "lifecycle" => lifecycle(meta, rows, targets, full),
         _ => String::new(),
     };
     format!("{begin}\n{body}{end}\n")
@@ -242,6 +250,33 @@ fn fair_use(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String
             .iter()
             .any(|p| t.target.starts_with(p))
         }),
+    );
+    md
+}
+
+fn lifecycle(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
+    let mut md = String::new();
+    let w = &mut md;
+    let _ = writeln!(w, "## The lifecycle: a booking moved\n");
+    let _ = writeln!(w, "{}", measured_at("lifecycle", meta, full));
+    let _ = writeln!(
+        w,
+        "*lifecycle.spread_1000*: 1,000 slots in pairs, 1 and 8 environments, in alternating \
+         rounds on the same connections: *move_booking* moves a pre-made booking to the other \
+         slot of its pair (`Booking::move_hold`: both slot rows locked, lower id first; the \
+         hold row; one statement deciding expired, started and the share; the target's \
+         `remaining` consumed iff its bookable seats cover it; the old slot's given back; the \
+         hold's slot changed; its `hold.moved` event with the COMMIT), against *confirm* of a \
+         pre-made hold (one slot row, the hold row, the consume, the mark, its event). Each is \
+         a request as the service gets it, the gate first. Each pre-made row is used once.\n"
+    );
+    facts_rows_and_targets(
+        w,
+        rows,
+        &["lifecycle."],
+        targets
+            .iter()
+            .filter(|t| t.target.starts_with("move of a booking")),
     );
     md
 }

@@ -86,4 +86,47 @@ impl Bench {
         }
         Ok(ids)
     }
+
+    /// `per_slot` bookings on each of `slots`: holds made as above, then
+    /// confirmed, their seats taken from `remaining`, as confirm leaves
+    /// them.
+    pub async fn insert_bookings(
+        &self,
+        slots: &[u64],
+        per_slot: usize,
+        expires_at: DateTime<Utc>,
+    ) -> Result<Vec<u64>, String> {
+        let ids = self.insert_holds(slots, per_slot, expires_at).await?;
+        for chunk in ids.chunks(BATCH) {
+            let mut sql = QueryBuilder::<MySql>::new(
+                "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6) WHERE id IN (",
+            );
+            let mut list = sql.separated(", ");
+            for id in chunk {
+                list.push_bind(*id);
+            }
+            sql.push(")");
+            sql.build()
+                .execute(&self.admin)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        for chunk in slots.chunks(BATCH) {
+            let mut sql = QueryBuilder::<MySql>::new("UPDATE slots SET held = held - ");
+            sql.push_bind(per_slot as u32)
+                .push(", remaining = remaining - ")
+                .push_bind(per_slot as u32)
+                .push(" WHERE id IN (");
+            let mut list = sql.separated(", ");
+            for id in chunk {
+                list.push_bind(*id);
+            }
+            sql.push(")");
+            sql.build()
+                .execute(&self.admin)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(ids)
+    }
 }

@@ -34,7 +34,7 @@ pub struct Timing {
 }
 
 impl Timing {
-    fn round(&self) -> Duration {
+    pub(crate) fn round(&self) -> Duration {
         self.seconds / self.rounds
     }
 

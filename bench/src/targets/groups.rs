@@ -277,3 +277,32 @@ pub(super) fn fair_use_targets(rows: &[Row]) -> Vec<Target> {
     }
     out
 }
+
+/// SPEC §17's cost: a booking's move at most twice a confirm's p50.
+pub(super) fn lifecycle_targets(rows: &[Row]) -> Vec<Target> {
+    let scenario = crate::lifecycle::SCENARIO;
+    [1, 8]
+        .into_iter()
+        .map(|clients| {
+            let p50 = |variant| {
+                find(rows, scenario, variant, Some(clients))
+                    .and_then(|row| row.stats.as_ref())
+                    .map(|stats| stats.p50_ms)
+            };
+            let judged = match (p50("move_booking"), p50("confirm")) {
+                (Some(moved), Some(confirmed)) if confirmed > 0.0 => {
+                    let r = moved / confirmed;
+                    Some((
+                        format!("{moved:.3} vs {confirmed:.3} ms = {r:.2}"),
+                        r <= 2.0,
+                    ))
+                }
+                _ => None,
+            };
+            Target::new(
+                format!("move of a booking: p50 ≤ 2 × a confirm's ({clients} env)"),
+                judged,
+            )
+        })
+        .collect()
+}

@@ -285,5 +285,6 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     out.extend(groups::feed_targets(rows));
     out.extend(groups::revision_targets(rows));
     out.extend(groups::fair_use_targets(rows));
+    out.extend(groups::lifecycle_targets(rows));
     out
 }
