@@ -9,9 +9,9 @@
 //! holds, a move's bookings, each moved once to its pair's other slot),
 //! so neither queues behind the other.
 
-use crate::measure::{self, Budget, Outcome, Sample};
+use crate::measure::Outcome;
 use crate::report::Row;
-use crate::scenarios::{Timing, refused, rotated};
+use crate::scenarios::{Timing, alternate, refused};
 use crate::setup::{Bench, ROOMY};
 use serde_json::json;
 use shared::domain::{HoldId, SlotId};
@@ -92,15 +92,7 @@ pub async fn run(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Re
                 }
             }
         };
-        let mut samples = vec![Sample::default(); arms.len()];
-        for round in 0..timing.rounds {
-            for i in rotated(arms.len(), round) {
-                if round == 0 {
-                    measure::run(clients, Budget::Time(timing.warmup), op(i)).await;
-                }
-                samples[i].merge(measure::run(clients, Budget::Time(timing.round()), op(i)).await);
-            }
-        }
+        let samples = alternate(timing, clients, arms.len(), op).await;
         for (i, arm) in arms.iter().enumerate() {
             let params = json!({ "slots": SLOTS, "premade": work[i].len() });
             emit(Row::new(

@@ -7,7 +7,7 @@
 use crate::measure::{self, Budget, Outcome, Sample};
 use crate::raw;
 use crate::report::Row;
-use crate::scenarios::{Timing, refused, rotated};
+use crate::scenarios::{Timing, alternate, refused};
 use crate::setup::{Bench, Env, ROOMY};
 use redis::AsyncCommands;
 use serde_json::json;
@@ -63,16 +63,7 @@ pub async fn hold_reads(
                 }
             }
         };
-        let mut samples = vec![Sample::default(); VARIANTS.len()];
-        for round in 0..timing.rounds {
-            for i in rotated(VARIANTS.len(), round) {
-                if round == 0 {
-                    measure::run(clients, Budget::Time(timing.warmup), op(VARIANTS[i])).await;
-                }
-                let budget = Budget::Time(timing.seconds / timing.rounds);
-                samples[i].merge(measure::run(clients, budget, op(VARIANTS[i])).await);
-            }
-        }
+        let samples = alternate(timing, clients, VARIANTS.len(), |i| op(VARIANTS[i])).await;
         let params = json!({
             "holds": holds.len(),
             "statements_per_call": measure::round(counted as f64 / COUNTED_CALLS as f64, 3),

@@ -71,19 +71,8 @@ impl Bench {
             ids.extend(first..first + n as u64);
             made += n;
         }
-        for chunk in slots.chunks(BATCH) {
-            let mut sql = QueryBuilder::<MySql>::new("UPDATE slots SET held = held + ");
-            sql.push_bind(per_slot as u32).push(" WHERE id IN (");
-            let mut list = sql.separated(", ");
-            for id in chunk {
-                list.push_bind(*id);
-            }
-            sql.push(")");
-            sql.build()
-                .execute(&self.admin)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
+        let held = format!("UPDATE slots SET held = held + {per_slot} WHERE id IN (");
+        self.update_each(&held, slots).await?;
         Ok(ids)
     }
 
@@ -97,36 +86,31 @@ impl Bench {
         expires_at: DateTime<Utc>,
     ) -> Result<Vec<u64>, String> {
         let ids = self.insert_holds(slots, per_slot, expires_at).await?;
-        for chunk in ids.chunks(BATCH) {
-            let mut sql = QueryBuilder::<MySql>::new(
-                "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6) WHERE id IN (",
-            );
-            let mut list = sql.separated(", ");
-            for id in chunk {
-                list.push_bind(*id);
-            }
-            sql.push(")");
-            sql.build()
-                .execute(&self.admin)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        for chunk in slots.chunks(BATCH) {
-            let mut sql = QueryBuilder::<MySql>::new("UPDATE slots SET held = held - ");
-            sql.push_bind(per_slot as u32)
-                .push(", remaining = remaining - ")
-                .push_bind(per_slot as u32)
-                .push(" WHERE id IN (");
-            let mut list = sql.separated(", ");
-            for id in chunk {
-                list.push_bind(*id);
-            }
-            sql.push(")");
-            sql.build()
-                .execute(&self.admin)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
+        let confirm =
+            "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6) WHERE id IN (";
+        self.update_each(confirm, &ids).await?;
+        let consume = format!(
+            "UPDATE slots SET held = held - {per_slot}, remaining = remaining - {per_slot} WHERE id IN ("
+        );
+        self.update_each(&consume, slots).await?;
         Ok(ids)
+    }
+
+    /// `update` (a statement ending in `IN (`) on every id of `ids`, in
+    /// batches.
+    async fn update_each(&self, update: &str, ids: &[u64]) -> Result<(), String> {
+        for chunk in ids.chunks(BATCH) {
+            let mut sql = QueryBuilder::<MySql>::new(update);
+            let mut list = sql.separated(", ");
+            for id in chunk {
+                list.push_bind(*id);
+            }
+            sql.push(")");
+            sql.build()
+                .execute(&self.admin)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 }

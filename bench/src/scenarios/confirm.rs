@@ -1,8 +1,8 @@
 //! The confirm scenarios, and what the outbox costs hold and confirm: the
 //! same alternating rounds as the holds, on confirms of pre-made holds.
 
-use super::{Arm, HoldCase, Preload, Timing, Variant, compare_holds, rotated};
-use crate::measure::{self, Budget, Outcome, Sample};
+use super::{Arm, HoldCase, Preload, Timing, Variant, alternate, compare_holds};
+use crate::measure::Outcome;
 use crate::report::Row;
 use crate::setup::{Bench, ROOMY};
 use serde_json::json;
@@ -151,18 +151,7 @@ async fn confirm_cases(
                     }
                 }
             };
-            let mut samples = vec![Sample::default(); variants.len()];
-            for round in 0..timing.rounds {
-                for i in rotated(variants.len(), round) {
-                    let variant = &variants[i];
-                    if round == 0 {
-                        measure::run(clients, Budget::Time(timing.warmup), op(*variant)).await;
-                    }
-                    samples[i].merge(
-                        measure::run(clients, Budget::Time(timing.round()), op(*variant)).await,
-                    );
-                }
-            }
+            let samples = alternate(timing, clients, variants.len(), |i| op(variants[i])).await;
             for (i, variant) in variants.iter().enumerate() {
                 let params = json!({
                     "slots": slot_count,

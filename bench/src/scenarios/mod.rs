@@ -275,6 +275,32 @@ pub(crate) async fn compare_holds(
     Ok(())
 }
 
+/// `arms` operations (`op(i)` makes arm `i`'s) at `clients`, measured in
+/// alternating rounds in [`rotated`] order, each warmed up before its
+/// first round: their samples, in the arms' order.
+pub(crate) async fn alternate<O, F, Fut>(
+    timing: Timing,
+    clients: usize,
+    arms: usize,
+    op: O,
+) -> Vec<Sample>
+where
+    O: Fn(usize) -> F,
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<crate::measure::Outcome, String>> + Send + 'static,
+{
+    let mut samples = vec![Sample::default(); arms];
+    for round in 0..timing.rounds {
+        for i in rotated(arms, round) {
+            if round == 0 {
+                measure::run(clients, Budget::Time(timing.warmup), op(i)).await;
+            }
+            samples[i].merge(measure::run(clients, Budget::Time(timing.round()), op(i)).await);
+        }
+    }
+    samples
+}
+
 /// The arms' order in a round: each round starts one further on, so that
 /// no arm always runs right after the same other (a checkpoint or purge it
 /// left behind would always land on the same one).

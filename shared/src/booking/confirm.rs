@@ -4,7 +4,7 @@ use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
 use super::written::Written;
 use super::{Booking, Transition};
 use crate::clients::Caller;
-use crate::db::{self, Tx};
+use crate::db::Tx;
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
 use crate::events::{EventType, commit_with, hold_event};
@@ -25,23 +25,12 @@ impl Booking {
     /// Only the hold's owner or an admin may confirm it; for anyone else it
     /// does not exist (the same 404 as a missing hold).
     pub async fn confirm(&self, caller: &Caller, hold_id: HoldId) -> Result<Transition, Error> {
-        let deadline = self.deadline_before_invalidation();
-        let mut written = Written::default();
-        let outcome = db::transact!(&self.pool, "confirm", deadline, |conn| {
-            loop {
-                if let Some(done) = self
-                    .confirm_once(&mut conn, caller, hold_id, &mut written)
-                    .await?
-                {
-                    break Ok(done);
-                }
-            }
-        })
-        .map_err(|err| written.unknown_if_sent(err));
-        let outcome = self
-            .gone_since(&written, EventType::HoldConfirmed, deadline, outcome)
-            .await;
-        self.invalidate_unless_unchanged(&outcome).await;
+        let outcome = transition!(
+            self,
+            "confirm",
+            EventType::HoldConfirmed,
+            |conn, written| { self.confirm_once(&mut conn, caller, hold_id, &mut written) }
+        );
         if let Ok(done) = &outcome
             && done.changed
         {

@@ -5,6 +5,8 @@
 
 #[macro_use]
 mod sql;
+#[macro_use]
+mod transition;
 mod allowance;
 mod cancel;
 mod confirm;

@@ -13,8 +13,8 @@ use super::sql::{HoldRow, find_by_id, find_touchable};
 use super::written::Written;
 use super::{Booking, Transition, reclaim_locked};
 use crate::clients::Caller;
+use crate::db::Tx;
 use crate::db::counter::slot_client_seats;
-use crate::db::{self, Tx};
 use crate::domain::{Hold, HoldId, HoldStatus, SlotId};
 use crate::error::Error;
 use crate::events::{EventType, commit_with, moved_event};
@@ -39,24 +39,9 @@ impl Booking {
         hold_id: HoldId,
         to: SlotId,
     ) -> Result<Transition, Error> {
-        let deadline = self.deadline_before_invalidation();
-        let mut written = Written::default();
-        let outcome = db::transact!(&self.pool, "move", deadline, |conn| {
-            loop {
-                if let Some(done) = self
-                    .move_once(&mut conn, caller, hold_id, to, &mut written)
-                    .await?
-                {
-                    break Ok(done);
-                }
-            }
+        transition!(self, "move", EventType::HoldMoved, |conn, written| {
+            self.move_once(&mut conn, caller, hold_id, to, &mut written)
         })
-        .map_err(|err| written.unknown_if_sent(err));
-        let outcome = self
-            .gone_since(&written, EventType::HoldMoved, deadline, outcome)
-            .await;
-        self.invalidate_unless_unchanged(&outcome).await;
-        outcome
     }
 
     /// Both slots' row locks, in one statement that scans the primary key
