@@ -20,7 +20,7 @@ const MS: u64 = 1_000_000;
 fn request(kind: Kind, key: usize) -> Request {
     let id = key as u64 + 1;
     match kind {
-        Kind::Hold => Request::Hold {
+        Kind::Hold(_) => Request::Hold {
             slot: 1,
             key: format!("k{key}"),
         },
@@ -53,8 +53,8 @@ fn random_history(rng: &mut StdRng, capacity: u32, rules: Rules) -> Vec<Call> {
     let mut calls = Vec::new();
     for i in 0..n {
         let kind = [
-            Kind::Hold,
-            Kind::Hold,
+            Kind::Hold(0),
+            Kind::Hold(0),
             Kind::Confirm,
             Kind::Cancel,
             Kind::Extend,
@@ -144,7 +144,7 @@ fn key_of(c: &Call) -> usize {
 
 fn kind_of(c: &Call) -> Kind {
     match c.request {
-        Request::Hold { .. } => Kind::Hold,
+        Request::Hold { .. } => Kind::Hold(0),
         Request::Confirm { .. } => Kind::Confirm,
         Request::Cancel { .. } => Kind::Cancel,
         Request::Extend { .. } => Kind::Extend,

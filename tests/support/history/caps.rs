@@ -146,7 +146,8 @@ fn lives(calls: &[&Call]) -> BTreeMap<String, Life> {
         let Some(key) = key else { continue };
         let life = lives.entry(key).or_default();
         let first = |slot: &mut Option<u64>, at: u64| *slot = Some(slot.map_or(at, |s| s.min(at)));
-        let doubt = r.status == 503;
+        // A move changes neither status nor expiry: its 503 leaves no doubt.
+        let doubt = r.status == 503 && !matches!(call.request, Request::Move { .. });
         life.doubtful |= doubt;
         if let Some(hold) = &r.hold {
             life.id = Some(hold.id);

@@ -227,7 +227,7 @@ fn explain(p: &Partition, history: &[Call], order: &[usize], state: &State, now:
         out += &format!("  {}\n", show(&history[p.ops[i].call]));
     }
     let bookable: Vec<String> = (0..p.slots.len())
-        .filter_map(|at| u8::try_from(at).ok())
+        .filter_map(|at| u16::try_from(at).ok())
         .map(|at| format!("@{at}: {}", p.model.bookable(state, at, now)))
         .collect();
     out += &format!(

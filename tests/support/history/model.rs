@@ -41,12 +41,13 @@ impl Status {
 /// The operation of one call, on a key of the slot (by its index there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    Hold,
+    /// On the slot of this index in the partition.
+    Hold(u16),
     Confirm,
     Cancel,
     Extend,
     /// To the slot of this index in the partition (SPEC §17).
-    Move(u8),
+    Move(u16),
 }
 
 /// What a call's answer said, reduced to what the model decides.
@@ -59,7 +60,7 @@ pub enum Observed {
         status: Status,
         expires: Option<u64>,
         /// The slot it is on, by its index in the partition.
-        at: u8,
+        at: u16,
     },
     /// An error: status code and reason.
     Error { code: u16, reason: String },
@@ -76,7 +77,7 @@ pub enum Expected {
         code: u16,
         status: Status,
         expires: u64,
-        at: u8,
+        at: u16,
     },
     Error {
         code: u16,

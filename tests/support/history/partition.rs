@@ -41,14 +41,21 @@ pub fn partition(
     capacities: &BTreeMap<u64, u32>,
     rules: Rules,
 ) -> Result<Vec<Partition>, String> {
+    // A key's slot: the first its hold requests name (or, for a key only
+    // confirmed or cancelled here, its answers show). Every other slot a
+    // request of the key names is joined to it below.
     let mut key_slot: HashMap<&str, u64> = HashMap::new();
     for (i, c) in history.iter().enumerate() {
-        if let Request::Hold { slot, key } = &c.request
-            && *key_slot.entry(key).or_insert(*slot) != *slot
-        {
-            return Err(format!(
-                "call #{i}: key {key} used on two slots (outside the model)"
-            ));
+        let slot = match &c.request {
+            Request::Hold { slot, key } => {
+                key_slot.entry(key).or_insert(*slot);
+                *slot
+            }
+            Request::Move { to, .. } => *to,
+            _ => continue,
+        };
+        if !capacities.contains_key(&slot) {
+            return Err(format!("call #{i}: slot {slot} has no known capacity"));
         }
     }
     let mut id_key: HashMap<u64, (&str, usize)> = HashMap::new();
@@ -94,26 +101,35 @@ pub fn partition(
         // its own is outside its partition: `observe` reports it.)
         key_slot.entry(&h.key).or_insert(h.slot);
     }
-    // The slots each move joins: its hold's own slot and its target.
+    // The slots a key's requests join: its own and every other a hold
+    // request of it names (answered 422 unless a move took it there) or a
+    // move of it targets.
     let mut group: BTreeMap<u64, u64> = capacities.keys().map(|&s| (s, s)).collect();
     for (i, c) in history.iter().enumerate() {
-        if let Request::Move { hold, to } = &c.request {
-            let Some((key, _)) = id_key.get(hold) else {
-                return Err(format!(
-                    "call #{i}: hold {hold} is not known from any answer"
-                ));
-            };
-            if !capacities.contains_key(to) {
-                return Err(format!("call #{i}: slot {to} has no known capacity"));
-            }
-            join(&mut group, key_slot[key], *to);
+        let (key, slot) = match &c.request {
+            Request::Hold { slot, key } => (key.as_str(), *slot),
+            Request::Move { hold, to } => match id_key.get(hold) {
+                Some((key, _)) => (*key, *to),
+                None => {
+                    return Err(format!(
+                        "call #{i}: hold {hold} is not known from any answer"
+                    ));
+                }
+            },
+            _ => continue,
+        };
+        let own = key_slot[key];
+        if !capacities.contains_key(&own) {
+            return Err(format!("call #{i}: slot {own} has no known capacity"));
         }
+        join(&mut group, own, slot);
     }
     let mut parts: BTreeMap<u64, Partition> = BTreeMap::new();
     let mut key_index: HashMap<&str, usize> = HashMap::new();
     for (i, c) in history.iter().enumerate() {
         let (kind, key) = match &c.request {
-            Request::Hold { key, .. } => (Kind::Hold, key.as_str()),
+            // The slot's index, set below.
+            Request::Hold { key, .. } => (Kind::Hold(0), key.as_str()),
             Request::Confirm { hold }
             | Request::Cancel { hold }
             | Request::Extend { hold }
@@ -149,7 +165,6 @@ pub fn partition(
                     capacities: slots.iter().map(|s| capacities[s]).collect(),
                     rules,
                     created: Vec::new(),
-                    home: Vec::new(),
                 },
                 slots,
                 keys: Vec::new(),
@@ -161,19 +176,20 @@ pub fn partition(
             p.slots
                 .iter()
                 .position(|&s| s == slot)
-                .and_then(|at| u8::try_from(at).ok())
+                .and_then(|at| u16::try_from(at).ok())
         };
-        let home = index(home).expect("a key's slot is in its partition");
         let kind = match (kind, &c.request) {
             (Kind::Move(_), Request::Move { to, .. }) => {
                 Kind::Move(index(*to).expect("a move's target is in its partition"))
+            }
+            (Kind::Hold(_), Request::Hold { slot, .. }) => {
+                Kind::Hold(index(*slot).expect("a hold's slot is in its partition"))
             }
             (kind, _) => kind,
         };
         let key = *key_index.entry(key).or_insert_with(|| {
             p.keys.push(key.to_string());
             p.model.created.push(created.get(key).map(|(at, _)| *at));
-            p.model.home.push(home);
             p.shown.push(Vec::new());
             p.keys.len() - 1
         });
@@ -217,7 +233,7 @@ fn join(group: &mut BTreeMap<u64, u64>, a: u64, b: u64) {
 }
 
 /// What `c`'s answer said, its hold's slot by `index` in the partition.
-fn observe(c: &Call, index: &impl Fn(u64) -> Option<u8>) -> Observed {
+fn observe(c: &Call, index: &impl Fn(u64) -> Option<u16>) -> Observed {
     let r = &c.response;
     match (r.status, &r.hold, &r.reason) {
         (503, _, _) => Observed::Unknown,

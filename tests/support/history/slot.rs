@@ -20,8 +20,9 @@ pub struct Key {
     pub status: Status,
     /// `NEVER` while unused, or when no answer gave a time.
     pub expires: u64,
-    /// The slot it is on, by its index in [`Slot::capacities`].
-    pub at: u8,
+    /// The slot it is on, by its index in [`Slot::capacities`] (0 while
+    /// unused).
+    pub at: u16,
 }
 
 /// The keys' holds, by key index.
@@ -35,32 +36,26 @@ pub struct Slot {
     pub rules: Rules,
     /// Each key's `created_at`, when some answer showed it.
     pub created: Vec<Option<u64>>,
-    /// Each key's own slot: the one its hold requests name.
-    pub home: Vec<u8>,
 }
 
 impl Slot {
     /// One slot of `capacity`, with a key per entry of `created`.
     #[cfg(test)]
     pub fn single(capacity: u32, rules: Rules, created: Vec<Option<u64>>) -> Self {
-        let home = vec![0; created.len()];
         Self {
             capacities: vec![capacity],
             rules,
             created,
-            home,
         }
     }
 
     pub fn initial(&self) -> State {
-        self.home
-            .iter()
-            .map(|&at| Key {
-                status: Status::Unused,
-                expires: NEVER,
-                at,
-            })
-            .collect()
+        let unused = Key {
+            status: Status::Unused,
+            expires: NEVER,
+            at: 0,
+        };
+        vec![unused; self.created.len()]
     }
 
     pub fn active(key: Key, t: u64) -> bool {
@@ -68,7 +63,7 @@ impl Slot {
     }
 
     /// What slot `at` has bookable at `t`.
-    pub fn bookable(&self, state: &State, at: u8, t: u64) -> i64 {
+    pub fn bookable(&self, state: &State, at: u16, t: u64) -> i64 {
         let taken = state
             .iter()
             .filter(|k| k.at == at && (k.status == Status::Confirmed || Self::active(**k, t)))
@@ -117,28 +112,28 @@ impl Slot {
             // Strict: a key's first use answers 201, also when the service
             // retried it after a lost COMMIT answer (it finds its own hold
             // and answers as the lost answer would have).
-            (Kind::Hold, Unused) if self.bookable(state, current.at, t) > 0 => {
+            (Kind::Hold(on), Unused) if self.bookable(state, on, t) > 0 => {
                 next[key] = Key {
                     status: Held,
                     expires: self.new_expiry(key, t, timed),
-                    at: current.at,
+                    at: on,
                 };
                 Expected::Hold {
                     code: 201,
                     status: Held,
                     expires: next[key].expires,
-                    at: current.at,
+                    at: on,
                 }
             }
-            (Kind::Hold, Unused) => refused("capacity_exhausted"),
-            // A replay answers the key's hold whatever its state now, on
-            // the slot the request names; moved away, the key was used for
-            // another slot (the fingerprint, SPEC §9).
-            (Kind::Hold, _) if current.at != self.home[key] => Expected::Error {
+            (Kind::Hold(_), Unused) => refused("capacity_exhausted"),
+            // A replay answers the key's hold whatever its state now, if it
+            // names the slot the hold is on; any other slot is another
+            // fingerprint (SPEC §9), also after a move took it away.
+            (Kind::Hold(on), _) if current.at != on => Expected::Error {
                 code: 422,
                 reason: "idempotency_key_reuse",
             },
-            (Kind::Hold, status) => answer(status, current.expires),
+            (Kind::Hold(_), status) => answer(status, current.expires),
             // Callers only name ids some answer gave; "not yet" is a 404.
             (_, Unused) => Expected::Error {
                 code: 404,

@@ -428,7 +428,8 @@ fn two_slots() -> BTreeMap<u64, u32> {
 }
 
 /// A hold moved from slot 1 to slot 2 (SPEC §17) frees 1 and fills 2; its
-/// key's replay on slot 1 is then a key used for another slot.
+/// key's replay on slot 1 is then a key used for another slot, on slot 2
+/// the hold.
 #[test]
 fn a_move_takes_the_holds_seat_with_it() {
     let history = [
@@ -452,6 +453,7 @@ fn a_move_takes_the_holds_seat_with_it() {
             hold(1, "k1"),
             Response::error(422, "idempotency_key_reuse"),
         ),
+        call(2, (92, 98), hold(2, "k1"), on(2, 200, 7, "k1", "held")),
         call(
             0,
             (100, 110),

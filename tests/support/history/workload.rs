@@ -232,11 +232,25 @@ fn learn(shared: &Shared, request: &Request, status: u16, body: &Value) {
 }
 
 /// Replays, recorded as `client`, every key some call left in doubt, so
-/// that every hold's `created_at` and last `expires_at` are known.
+/// that every hold's `created_at` and last `expires_at` are known: on the
+/// slot it was last seen on, and, if a move took it to the other slot of
+/// the pair (a replay elsewhere is another fingerprint: 422), there.
 pub async fn replay_doubtful(app: &App, client: usize, shared: &Shared) {
     let doubtful = shared.doubtful.lock().unwrap().clone();
     for (slot, key) in doubtful {
-        call(app, &shared.rec, client, &Request::Hold { slot, key }).await;
+        let at = {
+            let known = shared.known.lock().unwrap();
+            known.iter().find(|k| k.key == key).map_or(slot, |k| k.at)
+        };
+        let replay = |slot| Request::Hold {
+            slot,
+            key: key.clone(),
+        };
+        let (status, _) = call(app, &shared.rec, client, &replay(at)).await;
+        if status == 422 {
+            let other = partner(&shared.slots, at);
+            call(app, &shared.rec, client, &replay(other)).await;
+        }
     }
 }
 
