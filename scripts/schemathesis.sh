@@ -154,7 +154,14 @@ st "$booker" stateful --mode positive \
     --include-operation-id availability --include-operation-id getSlot \
     --include-operation-id hold --include-operation-id getHold \
     --include-operation-id findHold --include-operation-id extendHold \
-    --include-operation-id moveHold \
+    --include-operation-id confirm --include-operation-id cancel || status=1
+# A hold moved along its link (to the slot it is on: 200 unchanged, or
+# the refusal of a hold confirmed or cancelled first), in a run of its own
+# so that the run above keeps its sequences.
+echo "contract: a hold moved along the links as the dev booker" >&2
+st "$booker" stateful --mode positive \
+    --include-operation-id availability --include-operation-id getSlot \
+    --include-operation-id hold --include-operation-id moveHold \
     --include-operation-id confirm --include-operation-id cancel || status=1
 # The admin on everything but revocation, which could revoke the very key
 # being used (another admin the fuzzer made lets the last_admin rule pass),
