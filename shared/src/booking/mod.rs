@@ -1,5 +1,5 @@
-//! The booking use cases: availability, hold, confirm, cancel, and the
-//! sweeper. Each knows nothing of HTTP. The order of statements inside
+//! The booking use cases: availability, hold, confirm, cancel, extend,
+//! move, and the sweeper. Each knows nothing of HTTP. The order of statements inside
 //! each transaction is the point of these modules and is commented where
 //! it is (docs/DESIGN.md has the proof).
 

@@ -18,6 +18,7 @@ use crate::db::counter::slot_client_seats;
 use crate::domain::{Hold, HoldId, HoldStatus, SlotId};
 use crate::error::Error;
 use crate::events::{EventType, commit_with, moved_event};
+use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
 use sqlx::{MySql, MySqlConnection};
 
@@ -50,8 +51,9 @@ impl Booking {
     pub const MOVE_LOCK_SLOTS: &'static str =
         "SELECT id FROM slots WHERE id IN (?, ?) ORDER BY id FOR UPDATE";
     /// After both slots' locks, one statement with one `now` locks the
-    /// hold and decides everything a refusal needs: expired? either slot
-    /// started? the target's share and the owner's seats on it (counted
+    /// hold and reads everything a refusal needs: expired? when the slots
+    /// start (compared with that now, or with a later reclaim's), the
+    /// target's share and the owner's seats on it (counted
     /// only when it has one; −1 when it has none, so that a NULL, a
     /// subquery cut short, is told apart). Its subqueries lock nothing.
     /// Binds: target ×2, owner, target, hold.
@@ -59,8 +61,9 @@ impl Booking {
         "SELECT ",
         hold_columns!(),
         ", expires_at <= UTC_TIMESTAMP(6) AS expired, ",
-        "(SELECT s.starts_at <= UTC_TIMESTAMP(6) FROM slots s WHERE s.id = holds.slot_id) AS from_closed, ",
-        "(SELECT s.starts_at <= UTC_TIMESTAMP(6) FROM slots s WHERE s.id = ?) AS to_closed, ",
+        "UTC_TIMESTAMP(6) AS now, ",
+        "(SELECT s.starts_at FROM slots s WHERE s.id = holds.slot_id) AS from_starts, ",
+        "(SELECT s.starts_at FROM slots s WHERE s.id = ?) AS to_starts, ",
         "(SELECT s.max_seats_per_client FROM slots s WHERE s.id = ?) AS share, ",
         "(SELECT IF(s.max_seats_per_client IS NULL, -1, (",
         slot_client_seats!(),
@@ -148,28 +151,31 @@ impl Booking {
         // Both rows are locked, so a figure that came back NULL was cut
         // short (a scalar subquery of a stopped statement): it decides
         // nothing.
-        let (Some(to_closed), Some(from_closed)) = (found.to_closed, found.from_closed) else {
+        let (Some(to_starts), Some(from_starts)) = (found.to_starts, found.from_starts) else {
             return Err(incomplete("slot"));
+        };
+        // Either slot started by `now`: the target's first.
+        let started = |now: DateTime<Utc>| {
+            if to_starts <= now {
+                Some(Error::SlotClosed(to))
+            } else if from_starts <= now {
+                Some(Error::SlotClosed(from))
+            } else {
+                None
+            }
         };
         let share = match (found.share, found.seats) {
             (None, Some(-1)) => None,
             (Some(share), Some(seats)) if seats >= 0 => Some((share, seats)),
             _ => return Err(incomplete("fair use")),
         };
-        let refused = if to_closed {
-            Some(Error::SlotClosed(to))
-        } else if from_closed {
-            Some(Error::SlotClosed(from))
-        } else {
-            None
-        };
-        if let Some(refused) = refused {
+        if let Some(refused) = started(found.now) {
             tx.rollback().await?;
             return Err(refused);
         }
         // The target's seats first (SPEC §19.1: capacity, then the share),
         // by a write that carries its own condition.
-        if let Some(refused) = claim_target(&mut tx, &hold, to).await? {
+        if let Some(refused) = claim_target(&mut tx, &hold, to, started).await? {
             tx.rollback().await?; // and the reclaim: a later one redoes it
             return Err(refused);
         }
@@ -214,11 +220,14 @@ impl Booking {
 /// the hold path's conditional increment of `held`, a booking's by
 /// [`Booking::MOVE_CONSUME`]. When the counter says no, the seats of
 /// holds expired since the watermark are given back and the figures,
-/// exact then, decide. `Some`: refused, the transaction to be rolled back.
+/// exact then, decide, at the reclaim's now: the move is decided there,
+/// so the hold's expiry and `started` (either slot's) are decided again
+/// by it first. `Some`: refused, the transaction to be rolled back.
 async fn claim_target(
     conn: &mut MySqlConnection,
     hold: &Hold,
     to: SlotId,
+    started: impl Fn(DateTime<Utc>) -> Option<Error>,
 ) -> Result<Option<Error>, Error> {
     let quantity = hold.quantity;
     let booked = hold.status == HoldStatus::Confirmed;
@@ -243,6 +252,9 @@ async fn claim_target(
     if !booked && hold.expires_at <= counters.watermark {
         return Ok(Some(Error::HoldExpired(hold.id)));
     }
+    if let Some(closed) = started(counters.now) {
+        return Ok(Some(closed));
+    }
     if u64::from(counters.held) + u64::from(quantity) > u64::from(counters.remaining) {
         return Ok(Some(Error::CapacityExhausted(to)));
     }
@@ -255,10 +267,12 @@ struct Locked {
     #[sqlx(flatten)]
     row: HoldRow,
     expired: bool,
-    /// NULL only if the slot row is missing (the hold's own: never, its
-    /// lock is held; the target's: it does not exist).
-    from_closed: Option<bool>,
-    to_closed: Option<bool>,
+    /// The statement's own, after the slots' locks.
+    now: DateTime<Utc>,
+    /// NULL only when cut short (both rows are locked; a missing target
+    /// was refused before).
+    from_starts: Option<DateTime<Utc>>,
+    to_starts: Option<DateTime<Utc>>,
     share: Option<u32>,
     /// −1: the target has no share.
     seats: Option<i64>,

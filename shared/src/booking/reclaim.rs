@@ -64,6 +64,8 @@ pub(crate) struct Counters {
     pub held: u32,
     /// `held` counts no hold that expires at or before it.
     pub watermark: DateTime<Utc>,
+    /// The reclaim's now, from after the lock.
+    pub now: DateTime<Utc>,
 }
 
 /// Under the slot's row lock (taken here, first): subtracts from `held` the
@@ -105,5 +107,6 @@ pub(crate) async fn reclaim_locked(
         remaining,
         held: held.saturating_sub(expired),
         watermark: watermark.max(now),
+        now,
     }))
 }
