@@ -7,6 +7,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 use std::fmt;
 
+mod entry;
+pub use entry::{Entry, EntryId, EntryStatus};
+
 /// A slot's primary key: `BIGINT UNSIGNED`, 1 to 2^64−1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
