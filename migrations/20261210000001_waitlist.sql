@@ -1,5 +1,4 @@
--- The waiting list (SPEC §18; docs/WAITLIST-PLAN.md until it lands in
--- docs/DESIGN.md).
+-- The waiting list (SPEC §18; docs/DESIGN.md, "The waiting list").
 --
 -- An entry asks for `quantity` seats of a full slot; it is offered them,
 -- first fit in arrival order (`id`), as a hold made for its client.
@@ -42,7 +41,9 @@ CREATE TABLE waitlist_entries (
 -- goes to the locked path, which offers first (nobody jumps the line).
 ALTER TABLE slots
     ADD COLUMN waiting INT UNSIGNED NOT NULL DEFAULT 0 AFTER held,
-    ADD COLUMN waiting_min INT UNSIGNED NULL AFTER waiting;
+    ADD COLUMN waiting_min INT UNSIGNED NULL AFTER waiting,
+    -- The sweeper's lines of slots that started: few rows past `waiting > 0`.
+    ADD INDEX slots_waiting_starts_at_index (waiting, starts_at);
 
 -- The entry a hold was offered to: read with the hold's row, so that a
 -- confirm, a cancel and the reclaim know an offered hold without a

@@ -30,6 +30,7 @@ const BOOKING: &[(&str, &[&str])] = &[
     ("holds", ROWS),
     ("api_clients", &["SELECT"]),
     ("client_allowances", &["SELECT", "INSERT", "UPDATE"]),
+    ("waitlist_entries", &["SELECT", "INSERT", "UPDATE"]),
     ("events", ROWS),
     ("event_feed", &["SELECT", "UPDATE"]),
     ("sweep_reports", &["SELECT", "UPDATE"]),

@@ -6,7 +6,7 @@
 //! the HTTP layer and never put in a body.
 
 use crate::domain::ClientId;
-use crate::domain::{HoldId, SlotId};
+use crate::domain::{EntryId, HoldId, SlotId};
 use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -30,6 +30,12 @@ pub enum Error {
     SlotNotFound(SlotId),
     #[error("hold {0} does not exist")]
     HoldNotFound(HoldId),
+    #[error("waiting-list entry {0} does not exist")]
+    EntryNotFound(EntryId),
+    /// Joining the line of a slot with the seats bookable now, which no
+    /// waiting entry could use: hold instead (SPEC §18).
+    #[error("slot {slot} has {quantity} seats bookable")]
+    SeatsAvailable { slot: SlotId, quantity: u32 },
     /// An unknown route, or a path id that cannot name a row (`0`, `-1`,
     /// `abc`, > 2^64−1).
     #[error("no {0} matches the request")]
@@ -142,10 +148,12 @@ impl Error {
         match self {
             Self::SlotNotFound(_)
             | Self::HoldNotFound(_)
+            | Self::EntryNotFound(_)
             | Self::ClientNotFound(_)
             | Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::CapacityExhausted(_) => "capacity_exhausted",
+            Self::SeatsAvailable { .. } => "seats_available",
             Self::HoldLimitReached { .. } => "hold_limit_reached",
             Self::SlotClientLimitReached { .. } => "slot_client_limit_reached",
             Self::HoldCancelled(_) => "hold_cancelled",
@@ -175,10 +183,12 @@ impl Error {
         match self {
             Self::SlotNotFound(_)
             | Self::HoldNotFound(_)
+            | Self::EntryNotFound(_)
             | Self::ClientNotFound(_)
             | Self::NotFound(_) => 404,
             Self::MethodNotAllowed { .. } => 405,
             Self::CapacityExhausted(_)
+            | Self::SeatsAvailable { .. }
             | Self::HoldLimitReached { .. }
             | Self::SlotClientLimitReached { .. }
             | Self::HoldCancelled(_)
@@ -207,6 +217,11 @@ impl Error {
         match self {
             Self::SlotNotFound(id) => format!("Slot {id} does not exist."),
             Self::HoldNotFound(id) => format!("Hold {id} does not exist."),
+            Self::EntryNotFound(id) => format!("Waiting-list entry {id} does not exist."),
+            Self::SeatsAvailable { slot, quantity } => format!(
+                "Slot {slot} has {quantity} seats bookable now that no waiting entry can use: \
+                 hold them instead."
+            ),
             Self::NotFound(what) => format!("No {what} matches this request."),
             Self::MethodNotAllowed { method, allow } => format!(
                 "This path does not take {method}; it takes {}.",

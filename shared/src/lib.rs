@@ -118,7 +118,8 @@ impl App {
         let gate = Gate::new(pool.clone(), config.access, booking.cache().cloned());
         Self {
             slots: Slots::new(pool.clone(), booking.cache().cloned())
-                .with_scan(config.holds.availability_scan),
+                .with_scan(config.holds.availability_scan)
+                .with_hold_ttl(config.hold_ttl),
             feed: events::Feed::new(pool.clone()),
             publish_trigger: None,
             sdk: None,

@@ -253,13 +253,55 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
                 "/slots/{id}/hold",
                 format!("/slots/{slot}/hold"),
             )
-            .header("idempotency-key", uuid::Uuid::new_v4().to_string()),
+            .header("idempotency-key", uuid::Uuid::new_v4().to_string())
+            .json(json!({ "quantity": 2 })),
             201,
-            check(|a| ensure(a.body["status"] == "held", "a second hold")),
+            check(|a| ensure(a.body["status"] == "held", "a second hold, of both seats")),
         )
         .await?;
     let second = second.id();
     made.holds.push(second);
+    // The slot full: its waiting line (SPEC §18), joined, read, left.
+    let entry = api
+        .send(
+            Call::new(
+                Method::POST,
+                "/slots/{id}/waitlist",
+                format!("/slots/{slot}/waitlist"),
+            )
+            .header("idempotency-key", uuid::Uuid::new_v4().to_string()),
+            201,
+            check(|a| {
+                ensure(
+                    a.body["status"] == "waiting" && a.body["position"] == 1,
+                    "an entry, first in line",
+                )
+            }),
+        )
+        .await?;
+    let entry = entry.id();
+    api.send(
+        Call::new(Method::GET, "/waitlist/{id}", format!("/waitlist/{entry}")),
+        200,
+        check(move |a| ensure(a.id() == entry, format!("entry {entry}"))),
+    )
+    .await?;
+    api.send(
+        Call::new(
+            Method::DELETE,
+            "/waitlist/{id}",
+            format!("/waitlist/{entry}"),
+        ),
+        200,
+        check(move |a| {
+            ensure(
+                a.id() == entry && a.body["status"] == "left",
+                format!("entry {entry}, left"),
+            )
+        }),
+    )
+    .await?;
+    steps += 3;
     api.send(
         Call::new(Method::DELETE, "/holds/{id}", format!("/holds/{second}")),
         200,

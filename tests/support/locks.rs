@@ -69,6 +69,19 @@ impl TestDb {
             .expect("count events")
     }
 
+    /// The events of `kind` (`waitlist.left`…) about waiting-list entry
+    /// `id`: its resource is their data.
+    pub async fn events_of_entry(&self, id: &str, kind: &str) -> i64 {
+        sqlx::query_scalar(
+            "SELECT COUNT(*) FROM events WHERE type = ? AND JSON_VALUE(data, '$.id') = ?",
+        )
+        .bind(kind)
+        .bind(id)
+        .fetch_one(&self.admin)
+        .await
+        .expect("count events")
+    }
+
     /// How many transactions wait for a row lock of this test's database
     /// now (InnoDB's view of it is at most 100 ms old). Told by the table
     /// of the lock waited for: a session inside a stored procedure (the

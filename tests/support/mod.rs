@@ -472,6 +472,28 @@ pub fn move_request(hold: &str, body: &str) -> Request {
     with_body(parsed(&event), body)
 }
 
+/// `POST /slots/{id}/waitlist` with this key and body (SPEC §18).
+pub fn join_request(slot: &str, key: &str, body: &str) -> Request {
+    let mut event = route_request(
+        "POST",
+        "/slots/{id}/waitlist",
+        &format!("/slots/{slot}/waitlist"),
+        Some(slot),
+    );
+    event["headers"]["idempotency-key"] = key.into();
+    with_body(parsed(&event), body)
+}
+
+/// `GET` or `DELETE /waitlist/{id}`.
+pub fn entry_request(method: &str, entry: &str) -> Request {
+    parsed(&route_request(
+        method,
+        "/waitlist/{id}",
+        &format!("/waitlist/{entry}"),
+        Some(entry),
+    ))
+}
+
 /// `GET /holds?<raw_query>`, the query as a client sent it (API Gateway
 /// passes it raw; lambda_http decodes its parameters).
 pub fn find_hold_request(raw_query: &str) -> Request {

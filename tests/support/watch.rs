@@ -10,7 +10,7 @@ use tokio::process::{Child, Command};
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`), the scheduled `sweep` and the
 /// publisher, `events-publish` (built, never invoked: no bus runs locally).
-pub const DEV_FUNCTIONS: [&str; 20] = [
+pub const DEV_FUNCTIONS: [&str; 23] = [
     "availability",
     "hold",
     "confirm",
@@ -19,6 +19,9 @@ pub const DEV_FUNCTIONS: [&str; 20] = [
     "holds-find",
     "holds-extend",
     "holds-move",
+    "waitlist-join",
+    "waitlist-get",
+    "waitlist-leave",
     "events-list",
     "slots-create",
     "slots-get",

@@ -182,13 +182,15 @@ mod tests {
     /// The procedure's slot claim is the uncapped hold's, word for word.
     #[test]
     fn the_procedure_claims_the_slot_as_an_uncapped_hold_does() {
+        // The last migration that defines it is the one in force.
         let procedure = crate::db::MIGRATOR
             .iter()
-            .find(|m| {
+            .filter(|m| {
                 m.sql
                     .as_str()
                     .contains("CREATE PROCEDURE hold_claim_capped")
             })
+            .last()
             .expect("the hold_claim_capped migration");
         let claim = Booking::HOLD_CLAIM
             .replacen('?', "p_quantity", 1)

@@ -1,13 +1,14 @@
 //! Cancel: give up a hold or a booking.
 
 use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
+use super::waitlist;
 use super::written::Written;
 use super::{Booking, Transition};
 use crate::clients::Caller;
 use crate::db::Tx;
 use crate::domain::{Hold, HoldId, HoldStatus};
 use crate::error::Error;
-use crate::events::{EventType, commit_with, expired_event, hold_event};
+use crate::events::{EventType, commit_with, expired_event, hold_event, record_events};
 use crate::telemetry::{self, Metric};
 use sqlx::MySql;
 use sqlx::pool::PoolConnection;
@@ -67,7 +68,7 @@ impl Booking {
         }
         let slot_id = hold.slot_id;
         let mut tx = Tx::begin(conn).await?;
-        lock_slot(&mut tx, slot_id).await?;
+        let waiting = lock_slot(&mut tx, slot_id).await?;
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
         // A retry whose earlier attempt's COMMIT landed unseen finds it
         // here, once that COMMIT can no longer be in flight.
@@ -113,7 +114,19 @@ impl Booking {
             .ok_or(Error::HoldNotFound(hold_id))?;
         events.push(hold_event(EventType::HoldCancelled, &hold)?);
         written.record(&hold);
-        commit_with(tx, &events).await?;
+        if hold.entry_id.is_none() && waiting == 0 {
+            commit_with(tx, &events).await?;
+        } else {
+            // SPEC §18: an offered hold ends its entry; the seats freed go
+            // to the slot's line, in this transaction. This cancel's
+            // events first: cause before effect.
+            record_events(&mut tx, &events).await?;
+            waitlist::offers_ended(&mut tx, std::slice::from_ref(&hold)).await?;
+            if waiting > 0 {
+                waitlist::reclaim_and_offer(&mut tx, slot_id, self.hold_ttl).await?;
+            }
+            tx.commit().await?;
+        }
         Ok(Some(Transition {
             hold,
             changed: true,

@@ -117,9 +117,11 @@ impl Booking {
         let hold = find_by_id(&mut *tx, hold_id)
             .await?
             .ok_or(Error::HoldNotFound(hold_id))?;
-        let event = hold_event(EventType::HoldConfirmed, &hold)?;
+        let mut events = vec![hold_event(EventType::HoldConfirmed, &hold)?];
+        // An offered hold fulfils its waiting-list entry (SPEC §18).
+        events.extend(super::waitlist::offer_fulfilled(&mut tx, &hold).await?);
         written.record(&hold);
-        commit_with(tx, &[event]).await?;
+        commit_with(tx, &events).await?;
         Ok(Some(Transition {
             hold,
             changed: true,

@@ -4,8 +4,8 @@ use super::allowance;
 use super::fair::{
     Precheck, Verdict, answer, locked_verdict, over_cap, over_share, share_precheck,
 };
-use super::reclaim::reclaim_locked;
 use super::sql::{find_by_id, find_by_key, lock_slot};
+use super::waitlist::reclaim_and_offer;
 use super::written::Written;
 use super::{Booking, HoldOutcome};
 use crate::clients::Caller;
@@ -92,9 +92,11 @@ impl Booking {
     /// The claim: a conditional increment of the held-seats counter by the
     /// quantity. It reads no clock (its `now` would predate its lock wait);
     /// the new figure comes back as the statement's insert id, which tells
-    /// whether the counter was empty (the figure is then the quantity).
+    /// whether the counter was empty (the figure is then the quantity). A
+    /// slot with a waiting line never passes it (`waiting = 0`): its seats
+    /// go to the line first, on the locked path (SPEC §18).
     pub const HOLD_CLAIM: &'static str = "UPDATE slots SET held = LAST_INSERT_ID(held + ?), \
-         updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND held + ? <= remaining";
+         updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND held + ? <= remaining AND waiting = 0";
     /// After a claim that found the counter empty: any watermark up to now
     /// is then exact, and a recent one keeps the projection's scan window
     /// short. Sent after the lock, so its `now` follows every watermark
@@ -236,10 +238,10 @@ impl Booking {
                 .execute(&mut *tx)
                 .await?;
         } else if rows_affected == 0 {
-            // 2b. Full by the counter. Give back the seats of holds that
-            //     expired since the last reclaim, then claim if they free
-            //     enough.
-            let Some(counters) = reclaim_locked(&mut tx, slot_id).await? else {
+            // 2b. Full by the counter, or a line waits. Give back the seats
+            //     of holds that expired since the last reclaim, offer the
+            //     line what fits it, then claim if enough is left.
+            let Some(counters) = reclaim_and_offer(&mut tx, slot_id, self.hold_ttl).await? else {
                 tx.rollback().await?;
                 return Err(Error::SlotNotFound(slot_id));
             };

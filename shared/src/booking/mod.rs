@@ -18,6 +18,7 @@ mod r#move;
 mod read;
 mod reclaim;
 mod sweep;
+mod waitlist;
 mod written;
 
 pub use hoarding::{ClientExpired, Hoarding};
@@ -25,6 +26,8 @@ pub(crate) use reclaim::reclaim_locked;
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, HoldRow, LOCK_HOLD, LOCK_SLOT};
 pub use sweep::{SweepLimits, SweepReport};
+pub use waitlist::{Joined, Left};
+pub(crate) use waitlist::{expire_waiting, offer_locked};
 
 use crate::cache::{AvailabilityCache, CacheStatus, Limit, Served};
 use crate::config::HoldRules;

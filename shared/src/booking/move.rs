@@ -10,14 +10,15 @@
 
 use super::fair::{incomplete, over_share};
 use super::sql::{HoldRow, find_by_id, find_touchable};
+use super::waitlist::reclaim_and_offer;
 use super::written::Written;
-use super::{Booking, Transition, reclaim_locked};
+use super::{Booking, Transition};
 use crate::clients::Caller;
 use crate::db::Tx;
 use crate::db::counter::slot_client_seats;
 use crate::domain::{Hold, HoldId, HoldStatus, SlotId};
 use crate::error::Error;
-use crate::events::{EventType, commit_with, moved_event};
+use crate::events::{EventType, commit_with, moved_event, record_events};
 use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
 use sqlx::{MySql, MySqlConnection};
@@ -49,7 +50,7 @@ impl Booking {
     /// upwards: the lower id is locked first. Which rows come back tells
     /// which slots exist. A locking read: no snapshot, and no clock.
     pub const MOVE_LOCK_SLOTS: &'static str =
-        "SELECT id FROM slots WHERE id IN (?, ?) ORDER BY id FOR UPDATE";
+        "SELECT id, waiting FROM slots WHERE id IN (?, ?) ORDER BY id FOR UPDATE";
     /// After both slots' locks, one statement with one `now` locks the
     /// hold and reads everything a refusal needs: expired? when the slots
     /// start (compared with that now, or with a later reclaim's), the
@@ -74,7 +75,8 @@ impl Booking {
     /// seats must cover them, decided by rows affected. `held` may still
     /// count expired holds; a reclaim then decides exactly.
     pub const MOVE_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - ?, \
-         updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND remaining >= held + ?";
+         updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND remaining >= held + ? \
+         AND waiting = 0";
     /// Sent last, under every lock: the `now` it writes is inside them.
     pub const MOVE_MARK: &'static str =
         "UPDATE holds SET slot_id = ?, updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
@@ -101,7 +103,7 @@ impl Booking {
         }
         let (from, owner) = (hold.slot_id, hold.client_id);
         let mut tx = Tx::begin(conn).await?;
-        let locked: Vec<u64> = sqlx::query_scalar(Self::MOVE_LOCK_SLOTS)
+        let locked: Vec<(u64, u32)> = sqlx::query_as(Self::MOVE_LOCK_SLOTS)
             .bind(from.0.min(to.0))
             .bind(from.0.max(to.0))
             .fetch_all(&mut *tx)
@@ -141,7 +143,7 @@ impl Booking {
                     changed: false,
                 }));
             }
-            _ if !locked.contains(&to.0) => Some(Error::SlotNotFound(to)),
+            _ if !locked.iter().any(|(id, _)| *id == to.0) => Some(Error::SlotNotFound(to)),
             _ => None,
         };
         if let Some(refused) = refused {
@@ -175,7 +177,7 @@ impl Booking {
         }
         // The target's seats first (SPEC §19.1: capacity, then the share),
         // by a write that carries its own condition.
-        if let Some(refused) = claim_target(&mut tx, &hold, to, started).await? {
+        if let Some(refused) = claim_target(&mut tx, &hold, to, started, self.hold_ttl).await? {
             tx.rollback().await?; // and the reclaim: a later one redoes it
             return Err(refused);
         }
@@ -208,7 +210,18 @@ impl Booking {
             .ok_or(Error::HoldNotFound(hold_id))?;
         let event = moved_event(&moved, from)?;
         written.record(&moved);
-        commit_with(tx, &[event]).await?;
+        // The old slot's line gets the seats freed (SPEC §17, §18), after
+        // this move's event: cause before effect.
+        let line = locked
+            .iter()
+            .any(|&(id, waiting)| id == from.0 && waiting > 0);
+        if line {
+            record_events(&mut tx, &[event]).await?;
+            reclaim_and_offer(&mut tx, from, self.hold_ttl).await?;
+            tx.commit().await?;
+        } else {
+            commit_with(tx, &[event]).await?;
+        }
         Ok(Some(Transition {
             hold: moved,
             changed: true,
@@ -228,6 +241,7 @@ async fn claim_target(
     hold: &Hold,
     to: SlotId,
     started: impl Fn(DateTime<Utc>) -> Option<Error>,
+    ttl: std::time::Duration,
 ) -> Result<Option<Error>, Error> {
     let quantity = hold.quantity;
     let booked = hold.status == HoldStatus::Confirmed;
@@ -242,7 +256,9 @@ async fn claim_target(
     if claim().execute(&mut *conn).await?.rows_affected() == 1 {
         return Ok(None);
     }
-    let Some(counters) = reclaim_locked(conn, to).await? else {
+    // A line on the target is offered first: a move takes only what no
+    // waiting entry can use (SPEC §18).
+    let Some(counters) = reclaim_and_offer(conn, to, ttl).await? else {
         return Err(Error::SlotNotFound(to));
     };
     // The reclaim's now is later than `MOVE_LOCK`'s: a held hold that

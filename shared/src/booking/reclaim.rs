@@ -15,7 +15,7 @@ use sqlx::MySqlConnection;
 /// moved the watermark past it (an older "now" written back would count
 /// the holds that reclaim subtracted again: the sweeper oversold so).
 pub const RECLAIM_LOCK: &str =
-    "SELECT remaining, held, reclaimed_until FROM slots WHERE id = ? FOR UPDATE";
+    "SELECT remaining, held, reclaimed_until, waiting FROM slots WHERE id = ? FOR UPDATE";
 /// Sent after the lock, so its `now` is later than every watermark written
 /// before; it is also the statement that counts, with that very `now`.
 /// The first plain read of the transaction: its snapshot follows the lock.
@@ -55,7 +55,9 @@ pub(crate) async fn record_window(
         .into_iter()
         .map(HoldRow::into_hold)
         .collect::<Result<Vec<Hold>, Error>>()?;
-    record_expired(conn, &holds).await
+    record_expired(conn, &holds).await?;
+    // An offered hold given back ends its entry (SPEC §18).
+    super::waitlist::offers_ended(conn, &holds).await
 }
 
 /// A slot's counters after [`reclaim_locked`], and its watermark then.
@@ -66,6 +68,8 @@ pub(crate) struct Counters {
     pub watermark: DateTime<Utc>,
     /// The reclaim's now, from after the lock.
     pub now: DateTime<Utc>,
+    /// The seats the slot's waiting entries ask for (SPEC §18).
+    pub waiting: u32,
 }
 
 /// Under the slot's row lock (taken here, first): subtracts from `held` the
@@ -77,11 +81,11 @@ pub(crate) async fn reclaim_locked(
     conn: &mut MySqlConnection,
     slot_id: SlotId,
 ) -> Result<Option<Counters>, Error> {
-    let row: Option<(u32, u32, DateTime<Utc>)> = sqlx::query_as(RECLAIM_LOCK)
+    let row: Option<(u32, u32, DateTime<Utc>, u32)> = sqlx::query_as(RECLAIM_LOCK)
         .bind(slot_id.0)
         .fetch_optional(&mut *conn)
         .await?;
-    let Some((remaining, held, watermark)) = row else {
+    let Some((remaining, held, watermark, waiting)) = row else {
         return Ok(None);
     };
     // Every hold of this slot is inserted, confirmed or cancelled under
@@ -108,5 +112,6 @@ pub(crate) async fn reclaim_locked(
         held: held.saturating_sub(expired),
         watermark: watermark.max(now),
         now,
+        waiting,
     }))
 }

@@ -11,7 +11,7 @@
 use crate::clients::Caller;
 use crate::db::counter::active_hold;
 use crate::domain::ClientId;
-use crate::domain::{Hold, HoldId, HoldStatus, IdempotencyKey, SlotId};
+use crate::domain::{EntryId, Hold, HoldId, HoldStatus, IdempotencyKey, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use sqlx::MySqlConnection;
@@ -44,21 +44,23 @@ macro_rules! hold_columns {
         concat!(
             "id, slot_id, client_id, quantity, idempotency_key, status, expires_at, ",
             "confirmed_at, cancelled_at, created_at, updated_at, ",
-            "(status = 'held' AND expires_at > UTC_TIMESTAMP(6)) AS active"
+            "(status = 'held' AND expires_at > UTC_TIMESTAMP(6)) AS active, entry_id"
         )
     };
 }
 
-/// Every transaction that writes takes the slot's row lock first.
-pub const LOCK_SLOT: &str = "SELECT id FROM slots WHERE id = ? FOR UPDATE";
+/// Every transaction that writes takes the slot's row lock first; it
+/// reads the seats its waiting line asks for (SPEC §18), which a freeing
+/// transaction must offer to.
+pub const LOCK_SLOT: &str = "SELECT waiting FROM slots WHERE id = ? FOR UPDATE";
 
-pub(super) async fn lock_slot(conn: &mut MySqlConnection, slot_id: SlotId) -> Result<(), Error> {
-    sqlx::query(LOCK_SLOT)
+/// The slot's lock; the seats its waiting entries ask for.
+pub(super) async fn lock_slot(conn: &mut MySqlConnection, slot_id: SlotId) -> Result<u32, Error> {
+    sqlx::query_scalar(LOCK_SLOT)
         .bind(slot_id.0)
         .fetch_optional(conn)
         .await?
-        .ok_or(Error::SlotNotFound(slot_id))?;
-    Ok(())
+        .ok_or(Error::SlotNotFound(slot_id))
 }
 
 /// Sent after [`LOCK_SLOT`]: its `now` is later than the slot's lock, so
@@ -158,6 +160,7 @@ pub struct HoldRow {
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     active: bool,
+    entry_id: Option<u64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -187,6 +190,7 @@ impl HoldRow {
             cancelled_at: self.cancelled_at,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            entry_id: self.entry_id.map(EntryId),
         })
     }
 }

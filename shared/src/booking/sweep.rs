@@ -57,11 +57,15 @@ const SWEEP_DUE: &str = concat!(
     expired_but_counted_per_slot!(),
     ") e ORDER BY due, slot_id LIMIT ?"
 );
+/// Slots that started with a line still waiting: their entries end
+/// (SPEC §18, within two minutes: a run a minute).
+const SWEEP_STARTED_LINES: &str = "SELECT id FROM slots FORCE INDEX (slots_waiting_starts_at_index) \
+     WHERE waiting > 0 AND starts_at <= UTC_TIMESTAMP(6) ORDER BY starts_at LIMIT ?";
 /// The rotation of the self-check.
 const SWEEP_SAMPLE: &str = "SELECT id FROM slots ORDER BY checked_at, id LIMIT ?";
 /// The lock first, reading no clock (see `RECLAIM_LOCK`).
-pub const CHECK_LOCK: &str =
-    "SELECT capacity, remaining, held, reclaimed_until FROM slots WHERE id = ? FOR UPDATE";
+pub const CHECK_LOCK: &str = "SELECT capacity, remaining, held, reclaimed_until, waiting, starts_at \
+     FROM slots WHERE id = ? FOR UPDATE";
 /// After the lock, in one statement with one `now`, in seats: the holds
 /// the counter must count once the watermark is at now, the ones that
 /// expired since the watermark (what an ordinary reclaim subtracts), and
@@ -105,10 +109,16 @@ impl Booking {
                 .bind(limits.max_due)
                 .fetch_all(&mut *conn)
                 .await?;
-            let sample: Vec<u64> = sqlx::query_scalar(SWEEP_SAMPLE)
-                .bind(limits.sample)
+            let mut sample: Vec<u64> = sqlx::query_scalar(SWEEP_STARTED_LINES)
+                .bind(limits.max_due)
                 .fetch_all(&mut *conn)
                 .await?;
+            sample.extend(
+                sqlx::query_scalar::<_, u64>(SWEEP_SAMPLE)
+                    .bind(limits.sample)
+                    .fetch_all(&mut *conn)
+                    .await?,
+            );
             Ok((due, sample))
         })?;
         for slot in sample {
@@ -223,11 +233,12 @@ impl Booking {
         slot_id: SlotId,
     ) -> Result<Option<Checked>, Error> {
         let mut tx = conn.begin().await?;
-        let row: Option<(u32, u32, u32, DateTime<Utc>)> = sqlx::query_as(CHECK_LOCK)
-            .bind(slot_id.0)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some((capacity, remaining, held, watermark)) = row else {
+        let row: Option<(u32, u32, u32, DateTime<Utc>, u32, DateTime<Utc>)> =
+            sqlx::query_as(CHECK_LOCK)
+                .bind(slot_id.0)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((capacity, remaining, held, watermark, waiting, starts_at)) = row else {
             return Ok(None);
         };
         let (now, counted, expired, confirmed): (DateTime<Utc>, i64, i64, i64) =
@@ -271,6 +282,17 @@ impl Booking {
             .bind(slot_id.0)
             .execute(&mut *tx)
             .await?;
+        // The line (SPEC §18), with the counters exact at `now`: a started
+        // slot's entries end; otherwise what is free is offered.
+        if waiting > 0 {
+            if starts_at <= now {
+                super::waitlist::expire_waiting(&mut tx, slot_id, None).await?;
+            } else {
+                let counted = u32::try_from(counted).unwrap_or(u32::MAX);
+                let free = true_remaining.saturating_sub(counted);
+                super::waitlist::offer_locked(&mut tx, slot_id, free, self.hold_ttl).await?;
+            }
+        }
         let retention =
             chrono::Duration::from_std(self.rules.retention).unwrap_or(chrono::Duration::MAX);
         let cutoff = now

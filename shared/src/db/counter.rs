@@ -48,31 +48,39 @@ macro_rules! slot_bookable {
     };
 }
 
-/// The seats of one client's active holds, which its cap bounds (SPEC §16;
-/// docs/DESIGN.md, "One client's cap"): one range of `(client_id, status,
-/// expires_at)`, as many rows as the cap allows, whatever the client's
-/// history. The index is forced for the same reason as above.
+/// The seats of one client's active holds and waiting entries (SPEC §16,
+/// §18), which its cap bounds (docs/DESIGN.md, "One client's cap"): one
+/// range of `(client_id, status, expires_at)` and one of `(client_id,
+/// status)`, as many rows as the cap allows, whatever the client's
+/// history. The index is forced for the same reason as above. The client
+/// is bound once, as a one-row table both ranges read.
 macro_rules! client_held {
     () => {
         concat!(
-            "SELECT CAST(COALESCE(SUM(c.quantity), 0) AS SIGNED) FROM holds c ",
+            "SELECT CAST(COALESCE((SELECT SUM(c.quantity) FROM holds c ",
             "FORCE INDEX (holds_client_id_status_expires_at_index) ",
-            "WHERE c.client_id = ? AND c.status = 'held' AND c.expires_at > UTC_TIMESTAMP(6)"
+            "WHERE c.client_id = k.id AND c.status = 'held' AND c.expires_at > UTC_TIMESTAMP(6)), 0) ",
+            "+ COALESCE((SELECT SUM(w.quantity) FROM waitlist_entries w ",
+            "WHERE w.client_id = k.id AND w.status = 'waiting'), 0) AS SIGNED) ",
+            "FROM (SELECT ? AS id) k"
         )
     };
 }
 
-/// The seats one client has on one slot, in confirmed bookings and active
-/// holds, which the slot's share bounds (SPEC §16), for a slot aliased `s`:
+/// The seats one client has on one slot, in confirmed bookings, active
+/// holds and waiting entries (SPEC §18), which the slot's share bounds (SPEC §16), for a slot aliased `s`:
 /// two ranges of `(slot_id, client_id, status, expires_at)`, as many rows
 /// as the share allows plus the expired holds not yet given back.
 macro_rules! slot_client_seats {
     () => {
         concat!(
-            "SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h ",
+            "SELECT CAST(COALESCE((SELECT SUM(h.quantity) FROM holds h ",
             "FORCE INDEX (holds_slot_id_client_id_status_expires_at_index) ",
-            "WHERE h.slot_id = s.id AND h.client_id = ? AND (h.status = 'confirmed' ",
-            "OR (h.status = 'held' AND h.expires_at > UTC_TIMESTAMP(6)))"
+            "WHERE h.slot_id = s.id AND h.client_id = k.id AND (h.status = 'confirmed' ",
+            "OR (h.status = 'held' AND h.expires_at > UTC_TIMESTAMP(6)))), 0) ",
+            "+ COALESCE((SELECT SUM(w.quantity) FROM waitlist_entries w ",
+            "WHERE w.slot_id = s.id AND w.client_id = k.id AND w.status = 'waiting'), 0) AS SIGNED) ",
+            "FROM (SELECT ? AS id) k"
         )
     };
 }

@@ -104,7 +104,12 @@ mod tests {
             updated_at: at,
         };
         let json = serde_json::to_value(&entry).unwrap();
-        let mut fields: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut fields: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         fields.sort_unstable();
         assert_eq!(
             fields,

@@ -157,6 +157,9 @@ pub struct Hold {
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "utc_micros")]
     pub updated_at: DateTime<Utc>,
+    /// The waiting-list entry it was offered to (SPEC §18), never shown.
+    #[serde(skip)]
+    pub entry_id: Option<EntryId>,
 }
 
 /// One line of `GET /slots/availability`. `remaining` is what a client can
@@ -189,6 +192,8 @@ pub struct Slot {
     /// The most seats one client may have on this slot (SPEC §16); `None`:
     /// no limit.
     pub max_seats_per_client: Option<u32>,
+    /// The seats its waiting entries ask for (SPEC §18).
+    pub waiting: u32,
     #[serde(serialize_with = "utc_micros")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "utc_micros")]
@@ -380,6 +385,7 @@ mod tests {
             cancelled_at: None,
             created_at: at,
             updated_at: at,
+            entry_id: None,
         };
         let json = serde_json::to_value(&hold).unwrap();
         assert_eq!(json["expires_at"], "2026-11-30T10:05:00.123456Z");

@@ -23,7 +23,9 @@ pub use publish::{
     PUBLISHED_THROUGH, PublishReport, publish,
 };
 pub use record::{EVENT_INSERT, EVENTS_COMMIT, EventType, NewEvent, commit_with, hold_event};
-pub(crate) use record::{expired_event, moved_event, record_expired, record_slots};
+pub(crate) use record::{
+    entry_event, expired_event, moved_event, record_events, record_expired, record_slots,
+};
 pub use retention::{PurgeReport, Unsent, purge};
 pub use sequence::{SEQUENCE_BATCH, sequence};
 pub use trigger::{PublishTrigger, ROUTES_WRITING_EVENTS, TRIGGER_INTERVAL};

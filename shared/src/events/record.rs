@@ -6,7 +6,7 @@
 //! (docs/BENCHMARKS.md, "outbox").
 
 use crate::db::Tx;
-use crate::domain::{Hold, Slot, SlotId};
+use crate::domain::{Entry, Hold, Slot, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::Serialize;
@@ -22,19 +22,29 @@ pub enum EventType {
     HoldExtended,
     HoldExpired,
     HoldMoved,
+    WaitlistJoined,
+    WaitlistOffered,
+    WaitlistFulfilled,
+    WaitlistExpired,
+    WaitlistLeft,
     SlotCreated,
     SlotUpdated,
     SlotDeleted,
 }
 
 impl EventType {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 14] = [
         Self::HoldCreated,
         Self::HoldConfirmed,
         Self::HoldCancelled,
         Self::HoldExtended,
         Self::HoldExpired,
         Self::HoldMoved,
+        Self::WaitlistJoined,
+        Self::WaitlistOffered,
+        Self::WaitlistFulfilled,
+        Self::WaitlistExpired,
+        Self::WaitlistLeft,
         Self::SlotCreated,
         Self::SlotUpdated,
         Self::SlotDeleted,
@@ -48,6 +58,11 @@ impl EventType {
             Self::HoldExtended => "hold.extended",
             Self::HoldExpired => "hold.expired",
             Self::HoldMoved => "hold.moved",
+            Self::WaitlistJoined => "waitlist.joined",
+            Self::WaitlistOffered => "waitlist.offered",
+            Self::WaitlistFulfilled => "waitlist.fulfilled",
+            Self::WaitlistExpired => "waitlist.expired",
+            Self::WaitlistLeft => "waitlist.left",
             Self::SlotCreated => "slot.created",
             Self::SlotUpdated => "slot.updated",
             Self::SlotDeleted => "slot.deleted",
@@ -121,6 +136,20 @@ pub(crate) fn moved_event(hold: &Hold, from: SlotId) -> Result<NewEvent, Error> 
     })
 }
 
+/// A `waitlist.*` event (SPEC §18): the entry after the change, seen by
+/// its client and admins, at the entry's `updated_at`, written by the
+/// change itself.
+pub(crate) fn entry_event(kind: EventType, entry: &Entry) -> Result<NewEvent, Error> {
+    Ok(NewEvent {
+        kind,
+        client_id: Some(entry.client_id.0),
+        slot_id: entry.slot_id.0,
+        hold_id: entry.hold_id.map(|hold| hold.0),
+        occurred_at: Some(entry.updated_at.naive_utc()),
+        data: json(entry)?,
+    })
+}
+
 /// `hold.expired` for `hold` (read under the slot's lock, expired by
 /// then): it happened at the hold's expiry.
 pub(crate) fn expired_event(hold: &Hold) -> Result<NewEvent, Error> {
@@ -191,6 +220,15 @@ pub(crate) async fn record_slots(
         })
         .collect::<Result<Vec<_>, Error>>()?;
     insert(conn, &rows).await
+}
+
+/// `rows`, inserted now, inside the caller's transaction (events made
+/// before its last change: a waiting list's offers and expiries).
+pub(crate) async fn record_events(
+    conn: &mut MySqlConnection,
+    rows: &[NewEvent],
+) -> Result<(), Error> {
+    insert(conn, rows).await
 }
 
 async fn insert(conn: &mut MySqlConnection, rows: &[NewEvent]) -> Result<(), Error> {

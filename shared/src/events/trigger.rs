@@ -35,12 +35,14 @@ pub const TRIGGER_DETAIL_TYPE: &str = "publish requested";
 pub const TRIGGER_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The routes whose success wrote events: only they trigger the publisher.
-pub const ROUTES_WRITING_EVENTS: [&str; 8] = [
+pub const ROUTES_WRITING_EVENTS: [&str; 10] = [
     "POST /slots/{id}/hold",
     "POST /holds/{id}/confirm",
     "DELETE /holds/{id}",
     "POST /holds/{id}/extend",
     "POST /holds/{id}/move",
+    "POST /slots/{id}/waitlist",
+    "DELETE /waitlist/{id}",
     "POST /slots",
     "PATCH /slots/{id}",
     "DELETE /slots/{id}",

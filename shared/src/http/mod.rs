@@ -12,6 +12,7 @@ mod routes;
 mod serve;
 mod slot_admin;
 mod slots;
+mod waitlist;
 
 pub use availability::availability;
 pub use clients::{create_client, list_clients, patch_client, revoke_client};
@@ -21,6 +22,7 @@ pub use routes::ROUTES;
 pub use serve::{Handler, PlainHandler, serve, serve_without_app};
 pub use slot_admin::{create_slots, delete_slot, get_slot, update_slot};
 pub use slots::hold;
+pub use waitlist::{get_entry, join_waitlist, leave_waitlist};
 
 use crate::App;
 use crate::booking::Booking;

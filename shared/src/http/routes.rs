@@ -6,11 +6,13 @@
 
 /// Every path the API serves (`{id}` stands for one non-empty segment)
 /// and its methods.
-pub const ROUTES: [(&str, &[&str]); 12] = [
+pub const ROUTES: [(&str, &[&str]); 14] = [
     ("/slots/availability", &["GET"]),
     ("/slots", &["POST"]),
     ("/slots/{id}", &["GET", "PATCH", "DELETE"]),
     ("/slots/{id}/hold", &["POST"]),
+    ("/slots/{id}/waitlist", &["POST"]),
+    ("/waitlist/{id}", &["GET", "DELETE"]),
     ("/holds", &["GET"]),
     ("/holds/{id}", &["GET", "DELETE"]),
     ("/holds/{id}/confirm", &["POST"]),

@@ -44,6 +44,12 @@ const BOOKING: &[Grant] = &[
         object: Object::Table("api_clients"),
         privileges: &["SELECT"],
     },
+    // The waiting list (SPEC §18): joined, offered, ended; its entries go
+    // with their slot (the foreign key's cascade), never deleted one by one.
+    Grant {
+        object: Object::Table("waitlist_entries"),
+        privileges: &["SELECT", "INSERT", "UPDATE"],
+    },
     // The capped clients' allowances (a missing one made by a hold).
     Grant {
         object: Object::Table("client_allowances"),

@@ -197,8 +197,9 @@ mod tests {
         // feed's row; events_commit: one procedure; client_held_seats and
         // slot_client_share: two ALTERs each; hoarding_report: its table
         // and row; client_allowances: its table and every client's row;
-        // hold_claim_capped: one procedure.
-        assert_eq!(counts, vec![2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1]);
+        // hold_claim_capped: one procedure; waitlist: its table, two
+        // ALTERs; hold_claim_waiting: DROP, then the procedure again.
+        assert_eq!(counts, vec![2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1, 3, 2]);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use super::input::{NewSlot, SlotChange, order_message, share_message};
 use super::{Committed, Slots, ledger};
-use crate::booking::reclaim_locked;
+use crate::booking::{expire_waiting, offer_locked, reclaim_locked};
 use crate::db;
 use crate::db::counter::active_hold;
 use crate::domain::{Slot, SlotId};
@@ -84,7 +84,7 @@ impl Slots {
         let deadline = self.deadline_before_invalidation();
         let mut sent = false;
         let outcome = db::transact!(&self.pool, "slot update", deadline, |conn| {
-            update_once(&mut conn, id, change, &mut sent).await
+            update_once(&mut conn, id, change, self.hold_ttl, &mut sent).await
         })
         .map_err(|err| db::unknown_if(sent, err))
         .and_then(super::committed);
@@ -184,6 +184,7 @@ async fn update_once(
     conn: &mut MySqlConnection,
     id: SlotId,
     change: &SlotChange,
+    hold_ttl: std::time::Duration,
     sent: &mut bool,
 ) -> Result<Committed<Slot>, Error> {
     let mut tx = conn.begin().await?;
@@ -252,6 +253,21 @@ async fn update_once(
         .await?
         .ok_or(Error::SlotNotFound(id))?;
     record_slots(&mut tx, EventType::SlotUpdated, std::slice::from_ref(&slot)).await?;
+    // 5. The line (SPEC §18), after the change's own event: entries the
+    //    new capacity cannot hold end; seats it frees are offered. The
+    //    counters are exact (the reclaim above, under this lock).
+    let slot = if counters.waiting > 0 {
+        if new_capacity < capacity {
+            expire_waiting(&mut tx, id, Some(new_capacity)).await?;
+        }
+        let free = (new_capacity - confirmed).saturating_sub(counters.held);
+        offer_locked(&mut tx, id, free, hold_ttl).await?;
+        ledger::read(&mut tx, id)
+            .await?
+            .ok_or(Error::SlotNotFound(id))?
+    } else {
+        slot
+    };
     *sent = true;
     Ok(tx.commit().await.map(|()| slot))
 }
@@ -285,7 +301,10 @@ async fn delete_once(
             held: seats(held),
         });
     }
-    // 3. The slot as it was, in the same snapshot, then the delete.
+    // 3. Its waiting entries end, each with its event (SPEC §18), then
+    //    the slot as it was, in the same snapshot, then the delete: the
+    //    entries go with it.
+    expire_waiting(&mut tx, id, None).await?;
     let slot = ledger::read(&mut tx, id)
         .await?
         .ok_or(Error::SlotNotFound(id))?;

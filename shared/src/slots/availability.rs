@@ -50,6 +50,24 @@ macro_rules! bookable_signed {
     };
 }
 
+/// What the list shows bookable (SPEC §18): [`bookable_signed`], except
+/// that seats a waiting entry could take are not shown: a slot with a line
+/// whose smallest entry its bookable seats cover shows none until its
+/// offers are made. A slot without a line pays one comparison.
+macro_rules! shown_signed {
+    () => {
+        concat!(
+            "IF(s.waiting = 0, ",
+            bookable_signed!(),
+            ", IF(",
+            bookable_signed!(),
+            " >= s.waiting_min, 0, ",
+            bookable_signed!(),
+            "))"
+        )
+    };
+}
+
 /// The default of `AVAILABILITY_SCAN_LIMIT`: the most slots a page
 /// examines. A window with fewer entries than this in its index is read
 /// from that index (see [`Query::sql`]).
@@ -167,7 +185,7 @@ impl Query {
         }
         sql.push_str(&self.window(false));
         if self.filters.available {
-            sql.push_str(concat!(" AND ", bookable_signed!(), " > 0"));
+            sql.push_str(concat!(" AND ", shown_signed!(), " > 0"));
         }
         sql.push_str(PAGE_END);
         sql
@@ -335,7 +353,7 @@ pub fn etag(body: &[u8], more: bool) -> String {
 /// page follow (see [`Query::sql`]).
 const PAGE_SELECT: &str = concat!(
     "SELECT s.id, s.capacity, CAST(GREATEST(",
-    bookable_signed!(),
+    shown_signed!(),
     ", 0) AS UNSIGNED) AS bookable, s.starts_at, s.ends_at, UTC_TIMESTAMP(6) AS now ",
     "FROM (SELECT s.id"
 );
@@ -347,7 +365,7 @@ const PAGE_END: &str = " ORDER BY s.id LIMIT ?) page JOIN slots s ON s.id = page
 /// examine) and `1001` (the page and one more).
 pub const FIRST_PAGE: &str = concat!(
     "SELECT s.id, s.capacity, CAST(GREATEST(",
-    bookable_signed!(),
+    shown_signed!(),
     ", 0) AS UNSIGNED) AS bookable, s.starts_at, s.ends_at, UTC_TIMESTAMP(6) AS now ",
     "FROM (SELECT s.id",
     " FROM slots s WHERE s.id > ? AND s.id <= ? AND s.ends_at > UTC_TIMESTAMP(6)",

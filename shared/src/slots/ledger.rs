@@ -21,7 +21,7 @@ use sqlx::MySqlConnection;
 pub const READ_SLOT: &str = concat!(
     "SELECT id, starts_at, ends_at, capacity, remaining, (",
     slot_bookable!(),
-    ") AS bookable, max_seats_per_client, created_at, updated_at FROM slots WHERE id = ?"
+    ") AS bookable, max_seats_per_client, waiting, created_at, updated_at FROM slots WHERE id = ?"
 );
 
 /// The slots a batch insert just wrote, inside its transaction. A new
@@ -29,11 +29,11 @@ pub const READ_SLOT: &str = concat!(
 /// as inserted); no expired-but-counted seats can exist yet.
 pub const READ_NEW_SLOTS: &str = "SELECT id, starts_at, ends_at, capacity, remaining, \
      CAST(remaining AS SIGNED) - CAST(held AS SIGNED) AS bookable, max_seats_per_client, \
-     created_at, updated_at \
+     waiting, created_at, updated_at \
      FROM slots WHERE id BETWEEN ? AND ? ORDER BY id";
 
 /// `(id, starts_at, ends_at, capacity, remaining, bookable,
-/// max_seats_per_client, created_at, updated_at)`
+/// max_seats_per_client, waiting, created_at, updated_at)`
 type LedgerRow = (
     u64,
     DateTime<Utc>,
@@ -42,6 +42,7 @@ type LedgerRow = (
     u32,
     Option<i64>,
     Option<u32>,
+    u32,
     DateTime<Utc>,
     DateTime<Utc>,
 );
@@ -76,8 +77,18 @@ pub(crate) async fn read_new(
 /// shown `remaining` is what is left of the stored one: so `capacity =
 /// confirmed + held + remaining` holds in every answer, whatever the rows.
 fn slot(row: LedgerRow) -> Slot {
-    let (id, starts_at, ends_at, capacity, remaining, bookable, share, created_at, updated_at) =
-        row;
+    let (
+        id,
+        starts_at,
+        ends_at,
+        capacity,
+        remaining,
+        bookable,
+        share,
+        waiting,
+        created_at,
+        updated_at,
+    ) = row;
     let stored = i64::from(remaining.min(capacity));
     let bookable = bookable.unwrap_or(stored).clamp(0, stored);
     let held = (stored - bookable) as u32;
@@ -91,6 +102,7 @@ fn slot(row: LedgerRow) -> Slot {
         held,
         remaining: remaining - held,
         max_seats_per_client: share,
+        waiting,
         created_at,
         updated_at,
     }
@@ -102,7 +114,18 @@ mod tests {
 
     fn row(capacity: u32, remaining: u32, bookable: i64) -> LedgerRow {
         let at = DateTime::<Utc>::UNIX_EPOCH;
-        (1, at, at, capacity, remaining, Some(bookable), None, at, at)
+        (
+            1,
+            at,
+            at,
+            capacity,
+            remaining,
+            Some(bookable),
+            None,
+            0,
+            at,
+            at,
+        )
     }
 
     #[test]

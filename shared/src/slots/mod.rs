@@ -47,6 +47,9 @@ pub struct Slots {
     deadline: Deadline,
     /// `AVAILABILITY_SCAN_LIMIT`.
     scan: u32,
+    /// `HOLD_TTL_SECONDS`: the holds a capacity raised offers to a slot's
+    /// waiting line (SPEC §18) live this long.
+    hold_ttl: std::time::Duration,
 }
 
 impl Slots {
@@ -56,7 +59,13 @@ impl Slots {
             cache,
             deadline: Deadline::default(),
             scan: availability::DEFAULT_SCAN,
+            hold_ttl: std::time::Duration::from_secs(300),
         }
+    }
+
+    /// The lifetime of the holds its offers make (`HOLD_TTL_SECONDS`).
+    pub fn with_hold_ttl(self, hold_ttl: std::time::Duration) -> Self {
+        Self { hold_ttl, ..self }
     }
 
     /// The most slots a page of the availability list examines.

@@ -1,0 +1,199 @@
+//! Offers (SPEC §18): under a slot's lock, its counters exact, the seats
+//! free go to the slot's waiting entries, first fit in arrival order; and
+//! the ends of entries — an offered hold confirmed (fulfilled) or ended
+//! unconfirmed, waiting entries of a slot that started or shrank.
+//!
+//! Every function here runs inside a transaction that holds the slot's row
+//! lock, after the statements that made `held` exact (a reclaim): the
+//! `now`s they write and compare come from statements sent after that lock.
+
+use super::sql::{EntryRow, FIND_ENTRY};
+use crate::booking::sql::find_by_id;
+use crate::domain::{Entry, EntryId, Hold, HoldId, SlotId};
+use crate::error::Error;
+use crate::events::{EventType, NewEvent, entry_event, hold_event, record_events};
+use sqlx::MySqlConnection;
+use std::time::Duration;
+
+/// The earliest waiting entry whose quantity `free` seats cover: its row
+/// locked (the slot's lock is held: entries are changed only under it).
+pub const NEXT_FIT: &str = "SELECT id FROM waitlist_entries \
+     FORCE INDEX (waitlist_entries_slot_id_status_id_index) \
+     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? ORDER BY id LIMIT 1 FOR UPDATE";
+/// The entry's hold: its client's, its quantity, a key of the server's own
+/// (`UUID()`: the client's keys are its own to choose), the usual TTL from
+/// a now after the slot's lock (so it is counted: D).
+pub const OFFER_HOLD: &str = "INSERT INTO holds (slot_id, client_id, entry_id, quantity, idempotency_key, \
+     status, expires_at, created_at, updated_at) \
+     SELECT slot_id, client_id, id, quantity, UUID(), 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
+     UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM waitlist_entries WHERE id = ?";
+/// The seats move from the line to the held counter.
+pub const OFFER_COUNT: &str = "UPDATE slots SET held = held + ?, waiting = waiting - LEAST(waiting, ?), \
+     updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
+pub const OFFER_MARK: &str = "UPDATE waitlist_entries SET status = 'offered', hold_id = ?, \
+     updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+/// The line's smallest quantity, after entries left it.
+pub const WAITING_MIN: &str = "UPDATE slots SET waiting_min = \
+     (SELECT MIN(quantity) FROM waitlist_entries WHERE slot_id = ? AND status = 'waiting') WHERE id = ?";
+
+/// Offers `free` seats of `slot` to its line: repeatedly the earliest
+/// waiting entry they cover gets a hold of its quantity for `ttl`, until
+/// none fits what is left. First fit in arrival order: an entry passed
+/// over was larger than the seats left then, and only fewer are left
+/// after. Returns the seats left.
+pub(crate) async fn offer_locked(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+    mut free: u32,
+    ttl: Duration,
+) -> Result<u32, Error> {
+    let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+    let mut events: Vec<NewEvent> = Vec::new();
+    while free > 0 {
+        let next: Option<u64> = sqlx::query_scalar(NEXT_FIT)
+            .bind(slot.0)
+            .bind(free)
+            .fetch_optional(&mut *conn)
+            .await?;
+        let Some(entry) = next else { break };
+        let hold = sqlx::query(OFFER_HOLD)
+            .bind(ttl)
+            .bind(entry)
+            .execute(&mut *conn)
+            .await?
+            .last_insert_id();
+        sqlx::query(OFFER_MARK)
+            .bind(hold)
+            .bind(entry)
+            .execute(&mut *conn)
+            .await?;
+        let offered = read_entry(conn, EntryId(entry)).await?;
+        sqlx::query(OFFER_COUNT)
+            .bind(offered.quantity)
+            .bind(offered.quantity)
+            .bind(slot.0)
+            .execute(&mut *conn)
+            .await?;
+        let hold = find_by_id(&mut *conn, HoldId(hold))
+            .await?
+            .ok_or(Error::HoldNotFound(HoldId(hold)))?;
+        events.push(entry_event(EventType::WaitlistOffered, &offered)?);
+        events.push(hold_event(EventType::HoldCreated, &hold)?);
+        free = free.saturating_sub(offered.quantity);
+    }
+    if !events.is_empty() {
+        waiting_min(conn, slot).await?;
+        record_events(conn, &events).await?;
+    }
+    Ok(free)
+}
+
+/// Entries whose offered hold ended unconfirmed (cancelled, or given back
+/// after its expiry): `expired`, with their events. Their seats are the
+/// caller's to offer on.
+pub(crate) async fn offers_ended(conn: &mut MySqlConnection, holds: &[Hold]) -> Result<(), Error> {
+    let entries: Vec<EntryId> = holds.iter().filter_map(|hold| hold.entry_id).collect();
+    let mut events = Vec::with_capacity(entries.len());
+    for entry in entries {
+        if let Some(ended) = end(conn, entry, "offered", "expired").await? {
+            events.push(entry_event(EventType::WaitlistExpired, &ended)?);
+        }
+    }
+    record_events(conn, &events).await
+}
+
+/// An offered hold confirmed: its entry `fulfilled`, with its event.
+pub(crate) async fn offer_fulfilled(
+    conn: &mut MySqlConnection,
+    hold: &Hold,
+) -> Result<Vec<NewEvent>, Error> {
+    let Some(entry) = hold.entry_id else {
+        return Ok(Vec::new());
+    };
+    Ok(match end(conn, entry, "offered", "fulfilled").await? {
+        Some(ended) => vec![entry_event(EventType::WaitlistFulfilled, &ended)?],
+        None => Vec::new(),
+    })
+}
+
+/// The waiting entries of `slot` (those asking for more than `above`
+/// seats, when given) end `expired`: the slot started, or its capacity
+/// fell below them (SPEC §18). The counters follow, then the events.
+pub(crate) async fn expire_waiting(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+    above: Option<u32>,
+) -> Result<u64, Error> {
+    let ids: Vec<u64> = sqlx::query_scalar(WAITING_OF_SLOT)
+        .bind(slot.0)
+        .bind(above.unwrap_or(0))
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut events = Vec::with_capacity(ids.len());
+    let mut seats = 0u32;
+    for id in &ids {
+        if let Some(ended) = end(conn, EntryId(*id), "waiting", "expired").await? {
+            seats = seats.saturating_add(ended.quantity);
+            events.push(entry_event(EventType::WaitlistExpired, &ended)?);
+        }
+    }
+    if !events.is_empty() {
+        sqlx::query(LINE_LEFT)
+            .bind(seats)
+            .bind(slot.0)
+            .execute(&mut *conn)
+            .await?;
+        waiting_min(conn, slot).await?;
+        record_events(conn, &events).await?;
+    }
+    Ok(ids.len() as u64)
+}
+
+/// The slot's waiting entries asking for more than `?` seats, locked.
+pub const WAITING_OF_SLOT: &str = "SELECT id FROM waitlist_entries \
+     FORCE INDEX (waitlist_entries_slot_id_status_id_index) \
+     WHERE slot_id = ? AND status = 'waiting' AND quantity > ? ORDER BY id FOR UPDATE";
+/// Seats that left the line (a leave, an expiry).
+pub const LINE_LEFT: &str = "UPDATE slots SET waiting = waiting - LEAST(waiting, ?), \
+     updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
+/// An entry's end, from one status to another, by rows affected.
+pub const END_ENTRY: &str = "UPDATE waitlist_entries SET status = ?, updated_at = UTC_TIMESTAMP(6) \
+     WHERE id = ? AND status = ?";
+
+/// `entry` from `from` to `to`, read back; `None` if it was not `from`.
+pub(crate) async fn end(
+    conn: &mut MySqlConnection,
+    entry: EntryId,
+    from: &str,
+    to: &str,
+) -> Result<Option<Entry>, Error> {
+    let ended = sqlx::query(END_ENTRY)
+        .bind(to)
+        .bind(entry.0)
+        .bind(from)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    if ended == 0 {
+        return Ok(None);
+    }
+    Ok(Some(read_entry(conn, entry).await?))
+}
+
+pub(crate) async fn waiting_min(conn: &mut MySqlConnection, slot: SlotId) -> Result<(), Error> {
+    sqlx::query(WAITING_MIN)
+        .bind(slot.0)
+        .bind(slot.0)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+async fn read_entry(conn: &mut MySqlConnection, entry: EntryId) -> Result<Entry, Error> {
+    sqlx::query_as::<_, EntryRow>(FIND_ENTRY)
+        .bind(entry.0)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or(Error::NotFound("waiting-list entry"))?
+        .into_entry()
+}
