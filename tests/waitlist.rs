@@ -453,3 +453,49 @@ async fn waiting_seats_count_against_the_cap_and_the_share() {
     check_line(&db).await;
     db.drop().await;
 }
+
+/// A move takes what no waiting entry fits: on a slot whose line waits
+/// for more than is free, a move of fewer seats lands (after the line is
+/// offered, which here takes nothing).
+#[tokio::test]
+async fn a_move_takes_seats_no_waiting_entry_fits() {
+    let db = TestDb::new().await;
+    let app = db.app();
+    let (a, b) = (db.insert_slot(1).await, db.insert_slot(10).await);
+    hold_on(&app, b, 5).await;
+    let (status, party) = join(&app, b, 6).await;
+    assert_eq!(status, 201, "{party}");
+    let hold = hold_on(&app, a, 1).await;
+    let body = format!(r#"{{"slot_id": {b}}}"#);
+    let (status, moved) = read(
+        http::move_hold(&app, move_request(&id_of(&hold), &body))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{moved}");
+    assert_eq!(entry(&app, &party["id"]).await["status"], "waiting");
+    check_line(&db).await;
+    db.drop().await;
+}
+
+/// A slot that has started offers nothing: a booking cancelled after the
+/// start ends the line instead.
+#[tokio::test]
+async fn a_started_slot_offers_nothing_and_ends_its_line() {
+    let db = TestDb::new().await;
+    let app = db.app();
+    let slot = db.insert_slot(1).await;
+    let booking = hold_and_confirm(&app, slot).await;
+    let (_, waiting) = join(&app, slot, 1).await;
+    sqlx::query("UPDATE slots SET starts_at = UTC_TIMESTAMP() - INTERVAL 1 MINUTE WHERE id = ?")
+        .bind(slot.0)
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    cancel(&app, &booking).await;
+    let read = entry(&app, &waiting["id"]).await;
+    assert_eq!(read["status"], "expired", "{read}");
+    assert!(read["hold_id"].is_null());
+    check_line(&db).await;
+    db.drop().await;
+}

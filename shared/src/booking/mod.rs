@@ -27,7 +27,7 @@ pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, HoldRow, LOCK_HOLD, LOCK_SLOT};
 pub use sweep::{SweepLimits, SweepReport};
 pub use waitlist::{Joined, Left};
-pub(crate) use waitlist::{expire_waiting, offer_locked};
+pub(crate) use waitlist::{expire_waiting, offer_locked, reclaim_and_offer};
 
 use crate::cache::{AvailabilityCache, CacheStatus, Limit, Served};
 use crate::config::HoldRules;

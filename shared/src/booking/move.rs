@@ -77,6 +77,10 @@ impl Booking {
     pub const MOVE_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - ?, \
          updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND remaining >= held + ? \
          AND waiting = 0";
+    /// A booking's seats on the target after a reclaim and the line's
+    /// offers, which found them (the figures exact under the lock).
+    pub const MOVE_CONSUME_RECLAIMED: &'static str = "UPDATE slots SET remaining = remaining - ?, \
+         updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
     /// Sent last, under every lock: the `now` it writes is inside them.
     pub const MOVE_MARK: &'static str =
         "UPDATE holds SET slot_id = ?, updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
@@ -274,8 +278,20 @@ async fn claim_target(
     if u64::from(counters.held) + u64::from(quantity) > u64::from(counters.remaining) {
         return Ok(Some(Error::CapacityExhausted(to)));
     }
-    let claimed = claim().execute(&mut *conn).await?.rows_affected();
-    Ok((claimed == 0).then_some(Error::CapacityExhausted(to)))
+    // The figures are exact and the line has had what fits it: the rest
+    // may go to this move (the guarded claims would refuse it for the
+    // line's sake alone).
+    let sql = if booked {
+        Booking::MOVE_CONSUME_RECLAIMED
+    } else {
+        Booking::HOLD_CLAIM_RECLAIMED
+    };
+    sqlx::query(sql)
+        .bind(quantity)
+        .bind(to.0)
+        .execute(&mut *conn)
+        .await?;
+    Ok(None)
 }
 
 #[derive(sqlx::FromRow)]

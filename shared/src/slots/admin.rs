@@ -9,7 +9,7 @@
 
 use super::input::{NewSlot, SlotChange, order_message, share_message};
 use super::{Committed, Slots, ledger};
-use crate::booking::{expire_waiting, offer_locked, reclaim_locked};
+use crate::booking::{expire_waiting, offer_locked, reclaim_and_offer, reclaim_locked};
 use crate::db;
 use crate::db::counter::active_hold;
 use crate::domain::{Slot, SlotId};
@@ -221,7 +221,9 @@ async fn update_once(
     //    that moment. It is also the first plain read: the snapshot
     //    follows the lock. Every hold, confirm and cancel of this slot
     //    waits for our commit, so these figures stay true until then.
-    let counters = reclaim_locked(&mut tx, id)
+    //    The line (SPEC §18) is offered what is free first, so that a
+    //    refusal below commits no reclaim that left an entry fitting.
+    let counters = reclaim_and_offer(&mut tx, id, hold_ttl)
         .await?
         .ok_or(Error::SlotNotFound(id))?;
     let confirmed = capacity.saturating_sub(counters.remaining);

@@ -15,6 +15,11 @@ use crate::events::{EventType, NewEvent, entry_event, hold_event, record_events}
 use sqlx::MySqlConnection;
 use std::time::Duration;
 
+/// Whether the slot started (a now after its lock), and its line's
+/// smallest quantity.
+pub const OFFER_STATE: &str =
+    "SELECT starts_at <= UTC_TIMESTAMP(6), waiting_min FROM slots WHERE id = ?";
+
 /// The earliest waiting entry whose quantity `free` seats cover: its row
 /// locked (the slot's lock is held: entries are changed only under it).
 pub const NEXT_FIT: &str = "SELECT id FROM waitlist_entries \
@@ -47,6 +52,19 @@ pub(crate) async fn offer_locked(
     mut free: u32,
     ttl: Duration,
 ) -> Result<u32, Error> {
+    // A now after the lock: a started slot offers nothing, its line ends
+    // (SPEC §18); seats fewer than the smallest entry fit nobody: no scan.
+    let (started, smallest): (bool, Option<u32>) = sqlx::query_as(OFFER_STATE)
+        .bind(slot.0)
+        .fetch_one(&mut *conn)
+        .await?;
+    if started {
+        expire_waiting(conn, slot, None).await?;
+        return Ok(free);
+    }
+    if smallest.is_none_or(|smallest| free < smallest) {
+        return Ok(free);
+    }
     let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
     let mut events: Vec<NewEvent> = Vec::new();
     while free > 0 {
