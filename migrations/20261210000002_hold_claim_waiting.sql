@@ -3,9 +3,12 @@
 -- list's guard (SPEC §18): a slot with a line never passes it; its seats go
 -- to the line first, on the locked path. Word for word the uncapped
 -- claim, as a unit test checks.
-DROP PROCEDURE IF EXISTS hold_claim_capped;
-
-CREATE PROCEDURE hold_claim_capped(
+--
+-- A new name, not the old one redefined: a DROP and CREATE would take the
+-- booking user's EXECUTE with it (until the grants are kept again) while
+-- the release before this one still calls `hold_claim_capped` during a
+-- deploy. The old procedure stays until a later migration drops it.
+CREATE PROCEDURE hold_claim_waiting(
     p_client   BIGINT UNSIGNED,
     p_window   INT UNSIGNED,
     p_quantity INT UNSIGNED,

@@ -216,11 +216,13 @@ async fn each_user_may_do_exactly_what_its_table_says_and_nothing_else() {
     assert!(denied(&result).is_some(), "{result:?}");
     // A capped hold's claim, the booking user's alone too (its use by the
     // booking user: the capped holds below).
-    let result = conn
-        .execute("CALL hold_claim_capped(1, 60, 1, 10, 1)")
-        .await
-        .map(drop);
-    assert!(denied(&result).is_some(), "{result:?}");
+    for claim in [
+        "CALL hold_claim_capped(1, 60, 1, 10, 1)",
+        "CALL hold_claim_waiting(1, 60, 1, 10, 1)",
+    ] {
+        let result = conn.execute(claim).await.map(drop);
+        assert!(denied(&result).is_some(), "{claim}: {result:?}");
+    }
     conn.close().await.ok();
 }
 

@@ -15,15 +15,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The bound passes the hold and moves by it, then the slot's claim
-/// (`Booking::HOLD_CLAIM`), in one CALL of the `hold_claim_capped`
-/// procedure (migrations/…_hold_claim_capped.sql): the client's lock, the
+/// (`Booking::HOLD_CLAIM`), in one CALL of the `hold_claim_waiting`
+/// procedure (migrations/…_hold_claim_waiting.sql): the client's lock, the
 /// first of a capped hold, before the slot's. Every client has its row
 /// (made with it, `clients/install.rs`); one missing is made there, with
 /// the holds of the next [`NEW_ROW_WINDOW`] counted (an environment may
 /// have held without it). Binds: client, window seconds, quantity, cap,
 /// slot. Its row: the bound's new figure (0: it did not pass), the slot's
 /// rows matched and its new `held`.
-pub const CLAIM: &str = "CALL hold_claim_capped(?, ?, ?, ?, ?)";
+pub const CLAIM: &str = "CALL hold_claim_waiting(?, ?, ?, ?, ?)";
 
 /// How long holds are counted after a row is made by a hold: the time an
 /// environment keeps a client's cap with its key, and a request's.
@@ -188,10 +188,10 @@ mod tests {
             .filter(|m| {
                 m.sql
                     .as_str()
-                    .contains("CREATE PROCEDURE hold_claim_capped")
+                    .contains("CREATE PROCEDURE hold_claim_waiting")
             })
             .last()
-            .expect("the hold_claim_capped migration");
+            .expect("the hold_claim_waiting migration");
         let claim = Booking::HOLD_CLAIM
             .replacen('?', "p_quantity", 1)
             .replacen('?', "p_slot", 1)

@@ -79,6 +79,12 @@ const BOOKING: &[Grant] = &[
         object: Object::Procedure("hold_claim_capped"),
         privileges: &["EXECUTE"],
     },
+    // The capped claim with the waiting list's guard (SPEC §18); the one
+    // above stays for the release before it, during a deploy.
+    Grant {
+        object: Object::Procedure("hold_claim_waiting"),
+        privileges: &["EXECUTE"],
+    },
 ];
 
 /// Creating, listing, changing and revoking clients (a revocation is an
