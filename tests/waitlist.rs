@@ -49,12 +49,15 @@ async fn cancel(app: &App, hold: &Value) -> Value {
     body
 }
 
+/// Slot, waiting, its entries' seats, waiting_min, their smallest, free.
+type LineRow = (u64, i64, i64, Option<i64>, Option<i64>, i64);
+
 /// The line's invariants on every slot, from the rows: `waiting` and
 /// `waiting_min` summarise the waiting entries, and no waiting entry fits
 /// what the slot has bookable (the counter exact after a sweep or not:
 /// `remaining − held` can only under-state what is bookable).
 async fn check_line(db: &TestDb) {
-    let broken: Vec<(u64, i64, i64, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
+    let broken: Vec<LineRow> = sqlx::query_as(
         "SELECT s.id, CAST(s.waiting AS SIGNED), \
          CAST(COALESCE((SELECT SUM(w.quantity) FROM waitlist_entries w WHERE w.slot_id = s.id AND w.status = 'waiting'), 0) AS SIGNED), \
          CAST(s.waiting_min AS SIGNED), \
@@ -87,6 +90,12 @@ async fn joining_a_full_slot_waits_and_its_refusals_come_in_order() {
     let db = TestDb::new().await;
     let slot = db.insert_slot(2).await;
     let app = db.app();
+    let (status, body) = join(&app, SlotId(999_999), 1).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
     // Seats bookable: hold instead.
     let (status, body) = join(&app, slot, 1).await;
     assert_eq!(

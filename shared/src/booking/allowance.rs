@@ -185,12 +185,12 @@ mod tests {
         // The last migration that defines it is the one in force.
         let procedure = crate::db::MIGRATOR
             .iter()
-            .filter(|m| {
+            .rev()
+            .find(|m| {
                 m.sql
                     .as_str()
                     .contains("CREATE PROCEDURE hold_claim_waiting")
             })
-            .last()
             .expect("the hold_claim_waiting migration");
         let claim = Booking::HOLD_CLAIM
             .replacen('?', "p_quantity", 1)

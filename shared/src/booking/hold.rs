@@ -57,11 +57,13 @@ impl Booking {
     ) -> Result<HoldOutcome, Error> {
         let wanted = Wanted { slot_id, quantity };
         let mut written = Written::default();
+        let mut offered = false;
         let outcome = db::transact!(&self.pool, "hold", self.deadline(), |conn| {
-            self.hold_once(&mut conn, caller, wanted, key, &mut written)
+            self.hold_once(&mut conn, caller, wanted, key, (&mut written, &mut offered))
                 .await
         })
         .map_err(|err| written.unknown_if_sent(err));
+        self.invalidate_after_offers(offered).await;
         if let Ok(done) = &outcome
             && done.created
         {
@@ -122,7 +124,7 @@ impl Booking {
         caller: &Caller,
         wanted: Wanted,
         key: &IdempotencyKey,
-        written: &mut Written,
+        (written, offered): (&mut Written, &mut bool),
     ) -> Result<HoldOutcome, Error> {
         let Wanted { slot_id, quantity } = wanted;
         let (client, cap) = (caller.id, caller.held_cap);
@@ -245,6 +247,7 @@ impl Booking {
                 tx.rollback().await?;
                 return Err(Error::SlotNotFound(slot_id));
             };
+            *offered |= counters.offered > 0;
             // A request with the same key may have committed while we
             // waited for the lock: on a full slot it must be replayed, not
             // refused (on a slot with room the UNIQUE index catches it).

@@ -242,6 +242,15 @@ impl Booking {
         }
     }
 
+    /// After a transaction that may have committed offers to a waiting
+    /// line (a hold's, a join's, a sweep's): they change the list like a
+    /// cancel (SPEC §19.4).
+    async fn invalidate_after_offers(&self, offered: bool) {
+        if let (true, Some(cache)) = (offered, &self.cache) {
+            cache.invalidate().await;
+        }
+    }
+
     async fn invalidate_unless_unchanged(&self, outcome: &Result<Transition, Error>) {
         let Some(cache) = &self.cache else { return };
         let may_have_changed = match outcome {

@@ -70,6 +70,8 @@ pub(crate) struct Counters {
     pub now: DateTime<Utc>,
     /// The seats the slot's waiting entries ask for (SPEC §18).
     pub waiting: u32,
+    /// The seats offered to its line since (`reclaim_and_offer`).
+    pub offered: u32,
 }
 
 /// Under the slot's row lock (taken here, first): subtracts from `held` the
@@ -113,5 +115,6 @@ pub(crate) async fn reclaim_locked(
         watermark: watermark.max(now),
         now,
         waiting,
+        offered: 0,
     }))
 }

@@ -91,10 +91,16 @@ pub const RETENTION_DELETE: &str = "DELETE FROM holds WHERE slot_id = ? AND conf
 const RETENTION_BATCH: u32 = 1000;
 
 /// One slot's check.
+/// [`CHECK_LOCK`]'s row: capacity, remaining, held, watermark, waiting,
+/// starts_at.
+type CheckLocked = (u32, u32, u32, DateTime<Utc>, u32, DateTime<Utc>);
+
 struct Checked {
     reclaimed: u64,
     repaired: u64,
     deleted: u64,
+    /// Seats offered to the slot's waiting line.
+    offered: bool,
 }
 
 impl Booking {
@@ -127,6 +133,7 @@ impl Booking {
             }
         }
         let mut report = SweepReport::default();
+        let mut offered = false;
         // No statement starts with less than the margin left (`db::limit`).
         let usable = deadline
             .checked_sub(db::STATEMENT_MARGIN)
@@ -145,6 +152,7 @@ impl Booking {
                     report.reclaimed += checked.reclaimed;
                     report.repaired += checked.repaired;
                     report.deleted += checked.deleted;
+                    offered |= checked.offered;
                 }
                 Ok(None) => {} // deleted meanwhile
                 Err(err) => {
@@ -154,6 +162,7 @@ impl Booking {
                 }
             }
         }
+        self.invalidate_after_offers(offered).await;
         // The feed: number what committed unseen by any poll (so the
         // publisher's schedule finds it too), then retention.
         if Instant::now() < usable {
@@ -233,11 +242,10 @@ impl Booking {
         slot_id: SlotId,
     ) -> Result<Option<Checked>, Error> {
         let mut tx = conn.begin().await?;
-        let row: Option<(u32, u32, u32, DateTime<Utc>, u32, DateTime<Utc>)> =
-            sqlx::query_as(CHECK_LOCK)
-                .bind(slot_id.0)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let row: Option<CheckLocked> = sqlx::query_as(CHECK_LOCK)
+            .bind(slot_id.0)
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some((capacity, remaining, held, watermark, waiting, starts_at)) = row else {
             return Ok(None);
         };
@@ -284,13 +292,16 @@ impl Booking {
             .await?;
         // The line (SPEC §18), with the counters exact at `now`: a started
         // slot's entries end; otherwise what is free is offered.
+        let mut offered = false;
         if waiting > 0 {
             if starts_at <= now {
                 super::waitlist::expire_waiting(&mut tx, slot_id, None).await?;
             } else {
                 let counted = u32::try_from(counted).unwrap_or(u32::MAX);
                 let free = true_remaining.saturating_sub(counted);
-                super::waitlist::offer_locked(&mut tx, slot_id, free, self.hold_ttl).await?;
+                let left =
+                    super::waitlist::offer_locked(&mut tx, slot_id, free, self.hold_ttl).await?;
+                offered = left < free;
             }
         }
         let retention =
@@ -311,6 +322,7 @@ impl Booking {
             reclaimed: u64::try_from(expired.min(i64::from(held))).unwrap_or(0),
             repaired,
             deleted,
+            offered,
         }))
     }
 }

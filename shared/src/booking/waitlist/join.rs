@@ -80,11 +80,20 @@ impl Booking {
         key: &IdempotencyKey,
     ) -> Result<Joined, Error> {
         let mut written: Option<EntryId> = None;
-        db::transact!(&self.pool, "join", self.deadline(), |conn| {
-            self.join_once(&mut conn, caller, (slot_id, quantity), key, &mut written)
-                .await
+        let mut offered = false;
+        let outcome = db::transact!(&self.pool, "join", self.deadline(), |conn| {
+            self.join_once(
+                &mut conn,
+                caller,
+                (slot_id, quantity),
+                key,
+                (&mut written, &mut offered),
+            )
+            .await
         })
-        .map_err(|err| db::unknown_if(written.is_some(), err))
+        .map_err(|err| db::unknown_if(written.is_some(), err));
+        self.invalidate_after_offers(offered).await;
+        outcome
     }
 
     async fn join_once(
@@ -93,7 +102,7 @@ impl Booking {
         caller: &Caller,
         (slot_id, quantity): (SlotId, u32),
         key: &IdempotencyKey,
-        written: &mut Option<EntryId>,
+        (written, offered): (&mut Option<EntryId>, &mut bool),
     ) -> Result<Joined, Error> {
         let (client, cap) = (caller.id, caller.held_cap);
         // This request's own entry, committed by an earlier attempt whose
@@ -123,6 +132,7 @@ impl Booking {
             tx.rollback().await?;
             return Err(Error::SlotNotFound(slot_id));
         };
+        *offered |= counters.offered > 0;
         let checked: Checked = sqlx::query_as(JOIN_CHECK)
             .bind(client.0)
             .bind(cap.is_some())

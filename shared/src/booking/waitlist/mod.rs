@@ -32,7 +32,8 @@ pub(crate) async fn reclaim_and_offer(
     if counters.waiting > 0 {
         let free = counters.remaining.saturating_sub(counters.held);
         let left = offer_locked(conn, slot, free, ttl).await?;
-        counters.held = counters.held.saturating_add(free - left);
+        counters.offered = free - left;
+        counters.held = counters.held.saturating_add(counters.offered);
     }
     Ok(Some(counters))
 }
