@@ -49,38 +49,12 @@ async fn cancel(app: &App, hold: &Value) -> Value {
     body
 }
 
-/// Slot, waiting, its entries' seats, waiting_min, their smallest, free.
-type LineRow = (u64, i64, i64, Option<i64>, Option<i64>, i64);
-
-/// The line's invariants on every slot, from the rows: `waiting` and
-/// `waiting_min` summarise the waiting entries, and no waiting entry fits
-/// what the slot has bookable (the counter exact after a sweep or not:
-/// `remaining − held` can only under-state what is bookable).
+/// SPEC §18's invariants on every slot (`support/line.rs`), then §2's.
 async fn check_line(db: &TestDb) {
-    let broken: Vec<LineRow> = sqlx::query_as(
-        "SELECT s.id, CAST(s.waiting AS SIGNED), \
-         CAST(COALESCE((SELECT SUM(w.quantity) FROM waitlist_entries w WHERE w.slot_id = s.id AND w.status = 'waiting'), 0) AS SIGNED), \
-         CAST(s.waiting_min AS SIGNED), \
-         (SELECT CAST(MIN(w.quantity) AS SIGNED) FROM waitlist_entries w WHERE w.slot_id = s.id AND w.status = 'waiting'), \
-         CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) \
-         FROM slots s",
-    )
-    .fetch_all(&db.admin)
-    .await
-    .unwrap();
-    for (slot, waiting, sum, min, true_min, free) in broken {
-        assert_eq!(waiting, sum, "slot {slot}: waiting is its entries' seats");
-        assert_eq!(
-            min, true_min,
-            "slot {slot}: waiting_min is its smallest entry"
-        );
-        if let Some(min) = true_min {
-            assert!(
-                free < min,
-                "slot {slot}: {free} seats free and an entry of {min} waits"
-            );
-        }
-    }
+    let mut conn = db.admin.acquire().await.expect("a connection");
+    let broken = line::broken(&mut conn).await;
+    assert!(broken.is_empty(), "{broken:#?}");
+    drop(conn);
     db.assert_invariants().await;
     db.assert_held_counter().await;
 }

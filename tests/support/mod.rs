@@ -10,6 +10,7 @@ pub mod dev;
 pub mod events;
 pub mod history;
 pub mod keys;
+pub mod line;
 pub mod locks;
 pub mod logs;
 pub mod moto;
@@ -305,24 +306,6 @@ pub async fn warm(app: &App) {
         .execute(app.booking.pool())
         .await
         .expect("warm up");
-}
-
-/// Fails unless every `"<status> <reason>"` seen is an answer a workload
-/// of holds, confirms and cancels may get.
-pub fn assert_only_workload_outcomes<'a>(outcomes: impl IntoIterator<Item = &'a String>) {
-    const ALLOWED: [&str; 5] = [
-        "200 ",
-        "201 ",
-        "409 capacity_exhausted",
-        "409 hold_cancelled",
-        "409 hold_expired",
-    ];
-    for outcome in outcomes {
-        assert!(
-            ALLOWED.contains(&outcome.as_str()),
-            "unexpected outcome {outcome}"
-        );
-    }
 }
 
 /// A new hold on `slot` (201), confirmed (200), through the handlers: the

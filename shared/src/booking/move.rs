@@ -73,8 +73,9 @@ impl Booking {
     );
     /// A booking's seats on the target: its `remaining` less its held
     /// seats must cover them, decided by rows affected. `held` may still
-    /// count expired holds; a reclaim then decides exactly.
-    pub const MOVE_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - ?, \
+    /// count expired holds; a reclaim then decides exactly. By the primary
+    /// key alone, as the hold's claim (`Booking::HOLD_CLAIM` says why).
+    pub const MOVE_CONSUME: &'static str = "UPDATE slots FORCE INDEX (PRIMARY) SET remaining = remaining - ?, \
          updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND remaining >= held + ? \
          AND waiting = 0";
     /// A booking's seats on the target after a reclaim and the line's
