@@ -1,17 +1,18 @@
 //! Cancel: give up a hold or a booking.
 
-use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
+use super::sql::{HoldRow, find_by_id, find_touchable, lock_hold};
 use super::waitlist;
 use super::written::Written;
 use super::{Booking, Transition};
 use crate::clients::Caller;
 use crate::db::Tx;
-use crate::domain::{Hold, HoldId, HoldStatus};
+use crate::domain::{Hold, HoldId, HoldStatus, SlotId};
 use crate::error::Error;
-use crate::events::{EventType, commit_with, expired_event, hold_event, record_events};
+use crate::events::{EventType, commit_with, expired_event, hold_event};
 use crate::telemetry::{self, Metric};
-use sqlx::MySql;
+use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
+use sqlx::{FromRow, MySql, MySqlConnection, Row};
 
 impl Booking {
     /// Cancels a hold. A held hold (active or expired) frees its seats by
@@ -45,6 +46,22 @@ impl Booking {
          updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
     pub const CANCEL_MARK: &'static str = "UPDATE holds SET status = 'cancelled', cancelled_at = UTC_TIMESTAMP(6), \
          updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+    /// The slot's lock, first, with what its line's offers need besides
+    /// `waiting` (SPEC §18): when it starts and the line's smallest
+    /// quantity. It reads no clock: its now would predate its lock wait.
+    pub const CANCEL_LOCK_SLOT: &'static str =
+        "SELECT waiting, starts_at, waiting_min FROM slots WHERE id = ? FOR UPDATE";
+    /// The cancelled hold read back on a slot with a line, with the seats
+    /// its slot's counter shows free after the release and a now after the
+    /// lock (has the slot started?). The transaction's first plain read:
+    /// its snapshot follows the lock, which no one else has held since,
+    /// so it shows the slot as this transaction left it.
+    pub const CANCEL_READ_FREED: &'static str = concat!(
+        "SELECT ",
+        hold_columns!(),
+        ", (SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) FROM slots s \
+         WHERE s.id = holds.slot_id) AS free, UTC_TIMESTAMP(6) AS now FROM holds WHERE id = ?"
+    );
 
     /// One attempt; `None` when a move (`move.rs`) took the hold to
     /// another slot between the plain read and the locks.
@@ -68,7 +85,7 @@ impl Booking {
         }
         let slot_id = hold.slot_id;
         let mut tx = Tx::begin(conn).await?;
-        let waiting = lock_slot(&mut tx, slot_id).await?;
+        let (waiting, starts_at, smallest) = lock_line(&mut tx, slot_id).await?;
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
         // A retry whose earlier attempt's COMMIT landed unseen finds it
         // here, once that COMMIT can no longer be in flight.
@@ -109,29 +126,74 @@ impl Booking {
             .bind(hold_id.0)
             .execute(&mut *tx)
             .await?;
-        let hold = find_by_id(&mut *tx, hold_id)
-            .await?
-            .ok_or(Error::HoldNotFound(hold_id))?;
+        let (hold, freed) = if waiting > 0 {
+            let (hold, free, now) = read_freed(&mut tx, hold_id).await?;
+            (hold, Some((free, now)))
+        } else {
+            let hold = find_by_id(&mut *tx, hold_id)
+                .await?
+                .ok_or(Error::HoldNotFound(hold_id))?;
+            (hold, None)
+        };
         events.push(hold_event(EventType::HoldCancelled, &hold)?);
         written.record(&hold);
         if hold.entry_id.is_none() && waiting == 0 {
             commit_with(tx, &events).await?;
         } else {
             // SPEC §18: an offered hold ends its entry; the seats freed go
-            // to the slot's line, in this transaction. This cancel's
-            // events first: cause before effect.
-            record_events(&mut tx, &events).await?;
-            waitlist::offers_ended(&mut tx, std::slice::from_ref(&hold)).await?;
-            if waiting > 0 {
-                waitlist::reclaim_and_offer(&mut tx, slot_id, self.hold_ttl).await?;
+            // to the slot's line, in this transaction. Their events follow
+            // this cancel's (cause before effect), all written with the
+            // COMMIT.
+            waitlist::offer::offers_ended_into(&mut tx, std::slice::from_ref(&hold), &mut events)
+                .await?;
+            // What the counter shows free is offered; seats of holds that
+            // expired unreclaimed are the next reclaim's or sweep's to
+            // offer (SPEC §18: within two minutes).
+            if let Some((free, now)) = freed {
+                let line = waitlist::offer::Line {
+                    started: starts_at <= now,
+                    smallest,
+                };
+                waitlist::offer::offer_to(&mut tx, slot_id, free, self.hold_ttl, line, &mut events)
+                    .await?;
             }
-            tx.commit().await?;
+            commit_with(tx, &events).await?;
         }
         Ok(Some(Transition {
             hold,
             changed: true,
         }))
     }
+}
+
+/// The slot's lock ([`Booking::CANCEL_LOCK_SLOT`]): `waiting`, when the
+/// slot starts, the line's smallest quantity.
+async fn lock_line(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+) -> Result<(u32, DateTime<Utc>, Option<u32>), Error> {
+    sqlx::query_as(Booking::CANCEL_LOCK_SLOT)
+        .bind(slot.0)
+        .fetch_optional(conn)
+        .await?
+        .ok_or(Error::SlotNotFound(slot))
+}
+
+/// [`Booking::CANCEL_READ_FREED`]: the hold, the seats free by the
+/// counter (never below 0), the now.
+async fn read_freed(
+    conn: &mut MySqlConnection,
+    id: HoldId,
+) -> Result<(Hold, u32, DateTime<Utc>), Error> {
+    let row = sqlx::query(Booking::CANCEL_READ_FREED)
+        .bind(id.0)
+        .fetch_optional(conn)
+        .await?
+        .ok_or(Error::HoldNotFound(id))?;
+    let free: i64 = row.try_get("free")?;
+    let now: DateTime<Utc> = row.try_get("now")?;
+    let hold = HoldRow::from_row(&row)?.into_hold()?;
+    Ok((hold, u32::try_from(free.max(0)).unwrap_or(0), now))
 }
 
 /// This request's own cancellation, committed by an earlier attempt whose

@@ -4,8 +4,8 @@ use super::allowance;
 use super::fair::{
     Precheck, Verdict, answer, locked_verdict, over_cap, over_share, share_precheck,
 };
+use super::reclaim::reclaim_and_offer;
 use super::sql::{find_by_id, find_by_key, lock_slot};
-use super::waitlist::reclaim_and_offer;
 use super::written::Written;
 use super::{Booking, HoldOutcome};
 use crate::clients::Caller;

@@ -22,12 +22,12 @@ mod waitlist;
 mod written;
 
 pub use hoarding::{ClientExpired, Hoarding};
-pub(crate) use reclaim::reclaim_locked;
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
+pub(crate) use reclaim::{reclaim_and_offer, reclaim_locked};
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, HoldRow, LOCK_HOLD, LOCK_SLOT};
 pub use sweep::{SweepLimits, SweepReport};
 pub use waitlist::{Joined, Left};
-pub(crate) use waitlist::{expire_waiting, offer_locked, reclaim_and_offer};
+pub(crate) use waitlist::{expire_waiting, offer_locked};
 
 use crate::cache::{AvailabilityCache, CacheStatus, Limit, Served};
 use crate::config::HoldRules;

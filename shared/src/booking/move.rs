@@ -9,8 +9,8 @@
 //! final (docs/DESIGN.md, "A move holds both slots").
 
 use super::fair::{incomplete, over_share};
+use super::reclaim::reclaim_and_offer;
 use super::sql::{HoldRow, find_by_id, find_touchable};
-use super::waitlist::reclaim_and_offer;
 use super::written::Written;
 use super::{Booking, Transition};
 use crate::clients::Caller;

@@ -3,19 +3,23 @@
 //! The hold path runs it when the counter says full.
 
 use super::sql::HoldRow;
+use super::waitlist::offer::{Line, offer_to, offers_ended};
 use crate::domain::{Hold, SlotId};
 use crate::error::Error;
-use crate::events::record_expired;
+use crate::events::{NewEvent, record_events, record_expired};
 use chrono::{DateTime, Utc};
 use sqlx::MySqlConnection;
+use std::time::Duration;
 
 /// The reclaim's statements, in order. The lock comes first and reads no
 /// clock: its `UTC_TIMESTAMP(6)` would be fixed when it *started*, before
 /// its lock wait, and a hold's reclaim granted the lock meanwhile may have
 /// moved the watermark past it (an older "now" written back would count
 /// the holds that reclaim subtracted again: the sweeper oversold so).
-pub const RECLAIM_LOCK: &str =
-    "SELECT remaining, held, reclaimed_until, waiting FROM slots WHERE id = ? FOR UPDATE";
+/// It also reads what the line's offers need (SPEC §18): when the slot
+/// starts (compared with the count's `now`) and the line's smallest entry.
+pub const RECLAIM_LOCK: &str = "SELECT remaining, held, reclaimed_until, waiting, starts_at, waiting_min \
+     FROM slots WHERE id = ? FOR UPDATE";
 /// Sent after the lock, so its `now` is later than every watermark written
 /// before; it is also the statement that counts, with that very `now`.
 /// The first plain read of the transaction: its snapshot follows the lock.
@@ -57,7 +61,7 @@ pub(crate) async fn record_window(
         .collect::<Result<Vec<Hold>, Error>>()?;
     record_expired(conn, &holds).await?;
     // An offered hold given back ends its entry (SPEC §18).
-    super::waitlist::offers_ended(conn, &holds).await
+    offers_ended(conn, &holds).await
 }
 
 /// A slot's counters after [`reclaim_locked`], and its watermark then.
@@ -72,6 +76,10 @@ pub(crate) struct Counters {
     pub waiting: u32,
     /// The seats offered to its line since (`reclaim_and_offer`).
     pub offered: u32,
+    /// When the slot starts; it has started if this is at or before `now`.
+    pub starts_at: DateTime<Utc>,
+    /// The smallest quantity its waiting entries ask for (none: no line).
+    pub smallest: Option<u32>,
 }
 
 /// Under the slot's row lock (taken here, first): subtracts from `held` the
@@ -83,11 +91,12 @@ pub(crate) async fn reclaim_locked(
     conn: &mut MySqlConnection,
     slot_id: SlotId,
 ) -> Result<Option<Counters>, Error> {
-    let row: Option<(u32, u32, DateTime<Utc>, u32)> = sqlx::query_as(RECLAIM_LOCK)
+    type Locked = (u32, u32, DateTime<Utc>, u32, DateTime<Utc>, Option<u32>);
+    let row: Option<Locked> = sqlx::query_as(RECLAIM_LOCK)
         .bind(slot_id.0)
         .fetch_optional(&mut *conn)
         .await?;
-    let Some((remaining, held, watermark, waiting)) = row else {
+    let Some((remaining, held, watermark, waiting, starts_at, smallest)) = row else {
         return Ok(None);
     };
     // Every hold of this slot is inserted, confirmed or cancelled under
@@ -116,5 +125,48 @@ pub(crate) async fn reclaim_locked(
         now,
         waiting,
         offered: 0,
+        starts_at,
+        smallest,
     }))
+}
+
+/// Under the slot's lock (taken here if not yet): a reclaim, then, on a
+/// slot with a line, the offers of what is free, for `ttl`, with their
+/// events. Afterwards `held` is exact and no waiting entry's quantity fits
+/// `remaining − held`: what is left may go to anyone. `None`: no such
+/// slot.
+pub(crate) async fn reclaim_and_offer(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+    ttl: Duration,
+) -> Result<Option<Counters>, Error> {
+    let mut events = Vec::new();
+    let counters = reclaim_and_offer_into(conn, slot, ttl, &mut events).await?;
+    record_events(conn, &events).await?;
+    Ok(counters)
+}
+
+/// [`reclaim_and_offer`], the offers' events added to `events` for the
+/// caller to write after its own (the expiries' are written at once).
+pub(crate) async fn reclaim_and_offer_into(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+    ttl: Duration,
+    events: &mut Vec<NewEvent>,
+) -> Result<Option<Counters>, Error> {
+    let Some(mut counters) = reclaim_locked(conn, slot).await? else {
+        return Ok(None);
+    };
+    if counters.waiting > 0 {
+        let free = counters.remaining.saturating_sub(counters.held);
+        // The reclaim read the line's state with its lock and its now.
+        let line = Line {
+            started: counters.starts_at <= counters.now,
+            smallest: counters.smallest,
+        };
+        let left = offer_to(conn, slot, free, ttl, line, events).await?;
+        counters.offered = free - left;
+        counters.held = counters.held.saturating_add(counters.offered);
+    }
+    Ok(Some(counters))
 }

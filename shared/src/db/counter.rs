@@ -85,4 +85,45 @@ macro_rules! slot_client_seats {
     };
 }
 
-pub(crate) use {active_hold, client_held, expired_but_counted, slot_bookable, slot_client_seats};
+/// What a client can still book, SIGNED: `remaining − held +
+/// expired-but-counted` (on the UNSIGNED columns a negative intermediate
+/// would be error 1690 and fail the whole list), for a slot aliased `s`.
+/// The expired-but-counted seats are summed per slot, by the hold path's
+/// own index range (`slot_bookable` above), so a page costs one
+/// short dive per slot of the page, whatever the size of the table; and
+/// none for a slot whose counter is 0, which by the counter's definition
+/// counts no hold, expired or not.
+macro_rules! bookable_signed {
+    () => {
+        concat!(
+            "(CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + IF(s.held = 0, 0, ",
+            "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM holds x ",
+            "FORCE INDEX (holds_slot_id_status_expires_at_index) WHERE x.slot_id = s.id AND ",
+            expired_but_counted!(),
+            ")))"
+        )
+    };
+}
+
+/// What the availability list shows bookable (SPEC §18): `bookable_signed!`, except
+/// that seats a waiting entry could take are not shown: a slot with a line
+/// whose smallest entry its bookable seats cover shows none until its
+/// offers are made. A slot without a line pays one comparison.
+macro_rules! shown_signed {
+    () => {
+        concat!(
+            "IF(s.waiting = 0, ",
+            bookable_signed!(),
+            ", IF(",
+            bookable_signed!(),
+            " >= s.waiting_min, 0, ",
+            bookable_signed!(),
+            "))"
+        )
+    };
+}
+
+pub(crate) use {
+    active_hold, bookable_signed, client_held, expired_but_counted, shown_signed, slot_bookable,
+    slot_client_seats,
+};

@@ -78,6 +78,8 @@ pub const EVENT_INSERT: &str = "INSERT INTO events (type, client_id, slot_id, ho
 
 /// Rows per INSERT: a batch of slots (≤ 500) or a reclaim's expired holds.
 const ROWS_PER_INSERT: usize = 500;
+/// Multi-row inserts of at most this many rows stay prepared (`insert`).
+const KEPT_ROWS: usize = 4;
 
 /// An event to insert.
 #[derive(Debug, Clone)]
@@ -259,8 +261,11 @@ async fn insert(conn: &mut MySqlConnection, rows: &[NewEvent]) -> Result<(), Err
                 .push_unseparated(", UTC_TIMESTAMP(6))")
                 .push_bind(&row.data);
         });
-        // Each batch size is its own text: not kept as a prepared statement.
-        insert.build().persistent(false).execute(&mut *conn).await?;
+        // Each batch size is its own text: the few small ones an operation
+        // writes (a cancel and its offers) are kept as prepared statements,
+        // a round trip fewer each time; a sweep's large batches are not.
+        let kept = chunk.len() <= KEPT_ROWS;
+        insert.build().persistent(kept).execute(&mut *conn).await?;
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ use super::Slots;
 use super::cursor::{Cursor, Filters};
 use crate::cache::Page;
 use crate::db;
-use crate::db::counter::expired_but_counted;
+use crate::db::counter::{bookable_signed, expired_but_counted, shown_signed};
 use crate::domain::{SlotAvailability, SlotId};
 use crate::error::Error;
 use base64::Engine;
@@ -29,44 +29,6 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use sqlx::MySqlPool;
-
-/// What a client can still book, SIGNED: `remaining − held +
-/// expired-but-counted` (on the UNSIGNED columns a negative intermediate
-/// would be error 1690 and fail the whole list), for a slot aliased `s`.
-/// The expired-but-counted seats are summed per slot, by the hold path's
-/// own index range (booking/sql.rs, `slot_bookable`), so a page costs one
-/// short dive per slot of the page, whatever the size of the table; and
-/// none for a slot whose counter is 0, which by the counter's definition
-/// counts no hold, expired or not.
-macro_rules! bookable_signed {
-    () => {
-        concat!(
-            "(CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + IF(s.held = 0, 0, ",
-            "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM holds x ",
-            "FORCE INDEX (holds_slot_id_status_expires_at_index) WHERE x.slot_id = s.id AND ",
-            expired_but_counted!(),
-            ")))"
-        )
-    };
-}
-
-/// What the list shows bookable (SPEC §18): [`bookable_signed`], except
-/// that seats a waiting entry could take are not shown: a slot with a line
-/// whose smallest entry its bookable seats cover shows none until its
-/// offers are made. A slot without a line pays one comparison.
-macro_rules! shown_signed {
-    () => {
-        concat!(
-            "IF(s.waiting = 0, ",
-            bookable_signed!(),
-            ", IF(",
-            bookable_signed!(),
-            " >= s.waiting_min, 0, ",
-            bookable_signed!(),
-            "))"
-        )
-    };
-}
 
 /// The default of `AVAILABILITY_SCAN_LIMIT`: the most slots a page
 /// examines. A window with fewer entries than this in its index is read

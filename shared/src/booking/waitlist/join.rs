@@ -4,10 +4,10 @@
 //! clients only: its waiting seats count against its cap), then the
 //! slot's row; every decision after both, from one statement.
 
-use super::reclaim_and_offer;
 use super::sql::find_entry_by_key;
 use crate::booking::Booking;
 use crate::booking::fair::{Counted, incomplete, over_cap, over_share};
+use crate::booking::reclaim::reclaim_and_offer;
 use crate::clients::Caller;
 use crate::db::counter::{client_held, slot_client_seats};
 use crate::db::{self, Tx};

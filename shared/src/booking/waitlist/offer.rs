@@ -8,11 +8,12 @@
 //! `now`s they write and compare come from statements sent after that lock.
 
 use super::sql::{EntryRow, FIND_ENTRY};
-use crate::booking::sql::find_by_id;
-use crate::domain::{Entry, EntryId, Hold, HoldId, SlotId};
+use crate::booking::sql::HoldRow;
+use crate::domain::{Entry, EntryId, EntryStatus, Hold, HoldId, SlotId};
 use crate::error::Error;
 use crate::events::{EventType, NewEvent, entry_event, hold_event, record_events};
-use sqlx::MySqlConnection;
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, MySqlConnection, Row};
 use std::time::Duration;
 
 /// Whether the slot started (a now after its lock), and its line's
@@ -20,88 +21,130 @@ use std::time::Duration;
 pub const OFFER_STATE: &str =
     "SELECT starts_at <= UTC_TIMESTAMP(6), waiting_min FROM slots WHERE id = ?";
 
-/// The earliest waiting entry whose quantity `free` seats cover: its row
-/// locked (the slot's lock is held: entries are changed only under it).
-pub const NEXT_FIT: &str = "SELECT id FROM waitlist_entries \
-     FORCE INDEX (waitlist_entries_slot_id_status_id_index) \
-     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? ORDER BY id LIMIT 1 FOR UPDATE";
-/// The entry's hold: its client's, its quantity, a key of the server's own
-/// (`UUID()`: the client's keys are its own to choose), the usual TTL from
-/// a now after the slot's lock (so it is counted: D).
-pub const OFFER_HOLD: &str = "INSERT INTO holds (slot_id, client_id, entry_id, quantity, idempotency_key, \
+/// The hold of the earliest waiting entry whose quantity `free` seats
+/// cover, made from the entry in one statement: its client's, its
+/// quantity, a key of the server's own (`UUID()`: the client's keys are
+/// its own to choose), the usual TTL from a now after the slot's lock (so
+/// it is counted: D). Entries change only under the slot's lock, which is
+/// held: the entry read is the one marked next.
+pub const OFFER_NEXT: &str = "INSERT INTO holds (slot_id, client_id, entry_id, quantity, idempotency_key, \
      status, expires_at, created_at, updated_at) \
      SELECT slot_id, client_id, id, quantity, UUID(), 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
-     UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM waitlist_entries WHERE id = ?";
-/// The seats move from the line to the held counter.
+     UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM waitlist_entries \
+     FORCE INDEX (waitlist_entries_slot_id_status_id_index) \
+     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? ORDER BY id LIMIT 1";
+/// The seats offered move from the line to the held counter, and the
+/// line's smallest quantity follows what is left of it, in one statement
+/// after the offers.
 pub const OFFER_COUNT: &str = "UPDATE slots SET held = held + ?, waiting = waiting - LEAST(waiting, ?), \
+     waiting_min = (SELECT MIN(quantity) FROM waitlist_entries WHERE slot_id = ? AND status = 'waiting'), \
      updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
+/// The entry offered, at its hold's making.
 pub const OFFER_MARK: &str = "UPDATE waitlist_entries SET status = 'offered', hold_id = ?, \
-     updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+     updated_at = ? WHERE id = ?";
+/// The hold an offer made, with the two fields of its entry it does not
+/// carry (the entry's key and creation), so that one read gives both
+/// resources for their events.
+pub const OFFER_READ: &str = concat!(
+    "SELECT ",
+    hold_columns!(),
+    ", (SELECT e.idempotency_key FROM waitlist_entries e WHERE e.id = holds.entry_id) AS entry_key, \
+     (SELECT e.created_at FROM waitlist_entries e WHERE e.id = holds.entry_id) AS entry_created_at \
+     FROM holds WHERE id = ?"
+);
 /// The line's smallest quantity, after entries left it.
 pub const WAITING_MIN: &str = "UPDATE slots SET waiting_min = \
      (SELECT MIN(quantity) FROM waitlist_entries WHERE slot_id = ? AND status = 'waiting') WHERE id = ?";
+
+/// What the offers of a slot need to know of it, read after its lock:
+/// whether it started (by a now after the lock), its line's smallest
+/// quantity.
+pub(crate) struct Line {
+    pub started: bool,
+    pub smallest: Option<u32>,
+}
+
+/// [`offer_to`], the line's state read here ([`OFFER_STATE`]).
+pub(crate) async fn offer_locked(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+    free: u32,
+    ttl: Duration,
+) -> Result<u32, Error> {
+    let (started, smallest): (bool, Option<u32>) = sqlx::query_as(OFFER_STATE)
+        .bind(slot.0)
+        .fetch_one(&mut *conn)
+        .await?;
+    let mut events = Vec::new();
+    let left = offer_to(
+        conn,
+        slot,
+        free,
+        ttl,
+        Line { started, smallest },
+        &mut events,
+    )
+    .await?;
+    record_events(conn, &events).await?;
+    Ok(left)
+}
 
 /// Offers `free` seats of `slot` to its line: repeatedly the earliest
 /// waiting entry they cover gets a hold of its quantity for `ttl`, until
 /// none fits what is left. First fit in arrival order: an entry passed
 /// over was larger than the seats left then, and only fewer are left
-/// after. Returns the seats left.
-pub(crate) async fn offer_locked(
+/// after. Returns the seats left; the offers' events are added to
+/// `events`, for the caller to write after its own.
+pub(crate) async fn offer_to(
     conn: &mut MySqlConnection,
     slot: SlotId,
     mut free: u32,
     ttl: Duration,
+    line: Line,
+    events: &mut Vec<NewEvent>,
 ) -> Result<u32, Error> {
-    // A now after the lock: a started slot offers nothing, its line ends
-    // (SPEC §18); seats fewer than the smallest entry fit nobody: no scan.
-    let (started, smallest): (bool, Option<u32>) = sqlx::query_as(OFFER_STATE)
-        .bind(slot.0)
-        .fetch_one(&mut *conn)
-        .await?;
-    if started {
+    // A started slot offers nothing, its line ends (SPEC §18); seats fewer
+    // than the smallest entry fit nobody: no scan.
+    if line.started {
         expire_waiting(conn, slot, None).await?;
         return Ok(free);
     }
-    if smallest.is_none_or(|smallest| free < smallest) {
+    if line.smallest.is_none_or(|smallest| free < smallest) {
         return Ok(free);
     }
     let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
-    let mut events: Vec<NewEvent> = Vec::new();
+    let mut seats = 0u32;
     while free > 0 {
-        let next: Option<u64> = sqlx::query_scalar(NEXT_FIT)
+        // The next entry's hold, made from it: none made, none fits.
+        let made = sqlx::query(OFFER_NEXT)
+            .bind(ttl)
             .bind(slot.0)
             .bind(free)
-            .fetch_optional(&mut *conn)
-            .await?;
-        let Some(entry) = next else { break };
-        let hold = sqlx::query(OFFER_HOLD)
-            .bind(ttl)
-            .bind(entry)
             .execute(&mut *conn)
-            .await?
-            .last_insert_id();
+            .await?;
+        if made.rows_affected() == 0 {
+            break;
+        }
+        let (hold, offered) = read_offer(conn, HoldId(made.last_insert_id())).await?;
         sqlx::query(OFFER_MARK)
-            .bind(hold)
-            .bind(entry)
+            .bind(hold.id.0)
+            .bind(offered.updated_at)
+            .bind(offered.id.0)
             .execute(&mut *conn)
             .await?;
-        let offered = read_entry(conn, EntryId(entry)).await?;
-        sqlx::query(OFFER_COUNT)
-            .bind(offered.quantity)
-            .bind(offered.quantity)
-            .bind(slot.0)
-            .execute(&mut *conn)
-            .await?;
-        let hold = find_by_id(&mut *conn, HoldId(hold))
-            .await?
-            .ok_or(Error::HoldNotFound(HoldId(hold)))?;
+        seats = seats.saturating_add(offered.quantity);
         events.push(entry_event(EventType::WaitlistOffered, &offered)?);
         events.push(hold_event(EventType::HoldCreated, &hold)?);
         free = free.saturating_sub(offered.quantity);
     }
-    if !events.is_empty() {
-        waiting_min(conn, slot).await?;
-        record_events(conn, &events).await?;
+    if seats > 0 {
+        sqlx::query(OFFER_COUNT)
+            .bind(seats)
+            .bind(seats)
+            .bind(slot.0)
+            .bind(slot.0)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(free)
 }
@@ -110,14 +153,23 @@ pub(crate) async fn offer_locked(
 /// after its expiry): `expired`, with their events. Their seats are the
 /// caller's to offer on.
 pub(crate) async fn offers_ended(conn: &mut MySqlConnection, holds: &[Hold]) -> Result<(), Error> {
-    let entries: Vec<EntryId> = holds.iter().filter_map(|hold| hold.entry_id).collect();
-    let mut events = Vec::with_capacity(entries.len());
-    for entry in entries {
+    let mut events = Vec::new();
+    offers_ended_into(conn, holds, &mut events).await?;
+    record_events(conn, &events).await
+}
+
+/// [`offers_ended`], its events added to `events` for the caller to write.
+pub(crate) async fn offers_ended_into(
+    conn: &mut MySqlConnection,
+    holds: &[Hold],
+    events: &mut Vec<NewEvent>,
+) -> Result<(), Error> {
+    for entry in holds.iter().filter_map(|hold| hold.entry_id) {
         if let Some(ended) = end(conn, entry, "offered", "expired").await? {
             events.push(entry_event(EventType::WaitlistExpired, &ended)?);
         }
     }
-    record_events(conn, &events).await
+    Ok(())
 }
 
 /// An offered hold confirmed: its entry `fulfilled`, with its event.
@@ -214,4 +266,32 @@ async fn read_entry(conn: &mut MySqlConnection, entry: EntryId) -> Result<Entry,
         .await?
         .ok_or(Error::NotFound("waiting-list entry"))?
         .into_entry()
+}
+
+/// The hold an offer made and its entry as [`OFFER_MARK`] leaves it: the
+/// entry's slot, client and quantity are its hold's, its status
+/// `offered`, its `updated_at` the hold's making; no position.
+async fn read_offer(conn: &mut MySqlConnection, id: HoldId) -> Result<(Hold, Entry), Error> {
+    let row = sqlx::query(OFFER_READ)
+        .bind(id.0)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or(Error::HoldNotFound(id))?;
+    let key: String = row.try_get("entry_key")?;
+    let created_at: DateTime<Utc> = row.try_get("entry_created_at")?;
+    let hold = HoldRow::from_row(&row)?.into_hold()?;
+    let entry = hold.entry_id.ok_or(Error::NotFound("waiting-list entry"))?;
+    let offered = Entry {
+        id: entry,
+        slot_id: hold.slot_id,
+        client_id: hold.client_id,
+        quantity: hold.quantity,
+        status: EntryStatus::Offered,
+        position: None,
+        hold_id: Some(hold.id),
+        idempotency_key: key,
+        created_at,
+        updated_at: hold.created_at,
+    };
+    Ok((hold, offered))
 }
