@@ -42,7 +42,14 @@ pub enum Outbox {
 pub enum Statements {
     Current,
     Before,
+    /// Before the waiting list (SPEC §18): the claim without its guard
+    /// `waiting = 0` (and so without the primary key it names).
+    BeforeLine,
 }
+
+/// Before the waiting list: [`Booking::HOLD_CLAIM`] without `waiting = 0`.
+const BEFORE_LINE_HOLD_CLAIM: &str = "UPDATE slots SET held = LAST_INSERT_ID(held + ?), \
+     updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND held + ? <= remaining";
 
 /// Before issue 28: [`Booking::HOLD_CLAIM`] without `GREATEST`.
 const BEFORE_HOLD_CLAIM: &str = "UPDATE slots SET held = LAST_INSERT_ID(held + ?), \
@@ -128,6 +135,7 @@ pub async fn hold(
     let claim_sql = match statements {
         Statements::Current => Booking::HOLD_CLAIM,
         Statements::Before => BEFORE_HOLD_CLAIM,
+        Statements::BeforeLine => BEFORE_LINE_HOLD_CLAIM,
     };
     let claim = sqlx::query(claim_sql)
         .bind(quantity)
@@ -232,7 +240,7 @@ pub async fn confirm(
     // Final states only: "expired" is decided under the locks (before
     // issue 28 the plain read decided it too).
     let (plain, consume) = match statements {
-        Statements::Current => (FIND_BY_ID, Booking::CONFIRM_CONSUME),
+        Statements::Current | Statements::BeforeLine => (FIND_BY_ID, Booking::CONFIRM_CONSUME),
         Statements::Before => (BEFORE_FIND_WITH_EXPIRY, BEFORE_CONFIRM_CONSUME),
     };
     let row = sqlx::query(plain).bind(hold).fetch_one(pool).await?;

@@ -257,7 +257,10 @@ fn fair_use(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String
 fn lifecycle(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
     let mut md = String::new();
     let w = &mut md;
-    let _ = writeln!(w, "## The lifecycle: a booking moved\n");
+    let _ = writeln!(
+        w,
+        "## The lifecycle: a booking moved, a cancel that offers\n"
+    );
     let _ = writeln!(w, "{}", measured_at("lifecycle", meta, full));
     let _ = writeln!(
         w,
@@ -268,15 +271,29 @@ fn lifecycle(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> Strin
          `remaining` consumed iff its bookable seats cover it; the old slot's given back; the \
          hold's slot changed; its `hold.moved` event with the COMMIT), against *confirm* of a \
          pre-made hold (one slot row, the hold row, the consume, the mark, its event). Each is \
-         a request as the service gets it, the gate first. Each pre-made row is used once.\n"
+         a request as the service gets it, the gate first. Each pre-made row is used once. \
+         *cancel_offer* cancels a pre-made hold on one of 1,000 full slots whose lines wait \
+         for one seat each (SPEC §18: the cancel reclaims and offers the freed seat to the \
+         first waiting entry in the same transaction: its hold, the entry's mark, their \
+         events), against *cancel* of a pre-made hold on a slot without a line. \
+         *hold_raw* is the service's hold sequence issued directly (`raw.rs`) on a slot \
+         without a line, its claim guarded by `waiting = 0` by the primary key, against \
+         *hold_raw_before_line*, the same sequence with the claim it had before the waiting \
+         list.\n"
     );
     facts_rows_and_targets(
         w,
         rows,
         &["lifecycle."],
-        targets
+        targets.iter().filter(|t| {
+            [
+                "move of a booking",
+                "cancel that offers",
+                "hold on a slot without",
+            ]
             .iter()
-            .filter(|t| t.target.starts_with("move of a booking")),
+            .any(|p| t.target.starts_with(p))
+        }),
     );
     md
 }

@@ -98,6 +98,38 @@ impl Bench {
 
     /// `update` (a statement ending in `IN (`) on every id of `ids`, in
     /// batches.
+    /// `per_slot` waiting entries of one seat on each of `slots`, the
+    /// slots' line counters with them (SPEC §18), as joins would leave
+    /// them.
+    pub async fn insert_entries(&self, slots: &[u64], per_slot: usize) -> Result<(), String> {
+        let total = slots.len() * per_slot;
+        let mut made = 0;
+        while made < total {
+            let n = (total - made).min(BATCH);
+            let mut sql = QueryBuilder::<MySql>::new(
+                "INSERT INTO waitlist_entries \
+                 (slot_id, client_id, quantity, idempotency_key, created_at, updated_at) ",
+            );
+            sql.push_values(made..made + n, |mut row, i| {
+                row.push_bind(slots[i % slots.len()])
+                    .push_bind(self.client.0)
+                    .push("1")
+                    .push_bind(uuid::Uuid::new_v4().to_string())
+                    .push("UTC_TIMESTAMP(6)")
+                    .push("UTC_TIMESTAMP(6)");
+            });
+            sql.build()
+                .execute(&self.admin)
+                .await
+                .map_err(|e| e.to_string())?;
+            made += n;
+        }
+        let line = format!(
+            "UPDATE slots SET waiting = waiting + {per_slot}, waiting_min = 1 WHERE id IN ("
+        );
+        self.update_each(&line, slots).await
+    }
+
     async fn update_each(&self, update: &str, ids: &[u64]) -> Result<(), String> {
         for chunk in ids.chunks(BATCH) {
             let mut sql = QueryBuilder::<MySql>::new(update);

@@ -278,31 +278,49 @@ pub(super) fn fair_use_targets(rows: &[Row]) -> Vec<Target> {
     out
 }
 
-/// SPEC §17's cost: a booking's move at most twice a confirm's p50.
+/// SPEC §17's and §18's costs: a booking's move at most twice a confirm's
+/// p50, a cancel that offers at most twice a plain one's, and the hold of
+/// a slot without a line at least 0.95 × its throughput before the line's
+/// guard (raw arms, the same run).
 pub(super) fn lifecycle_targets(rows: &[Row]) -> Vec<Target> {
     let scenario = crate::lifecycle::SCENARIO;
-    [1, 8]
-        .into_iter()
-        .map(|clients| {
-            let p50 = |variant| {
-                find(rows, scenario, variant, Some(clients))
-                    .and_then(|row| row.stats.as_ref())
-                    .map(|stats| stats.p50_ms)
-            };
-            let judged = match (p50("move_booking"), p50("confirm")) {
-                (Some(moved), Some(confirmed)) if confirmed > 0.0 => {
-                    let r = moved / confirmed;
-                    Some((
-                        format!("{moved:.3} vs {confirmed:.3} ms = {r:.2}"),
-                        r <= 2.0,
-                    ))
-                }
-                _ => None,
-            };
-            Target::new(
-                format!("move of a booking: p50 ≤ 2 × a confirm's ({clients} env)"),
-                judged,
-            )
-        })
-        .collect()
+    let mut out = Vec::new();
+    for clients in [1, 8] {
+        let stat = |variant, of: fn(&crate::measure::Stats) -> f64| {
+            find(rows, scenario, variant, Some(clients))
+                .and_then(|row| row.stats.as_ref())
+                .map(of)
+        };
+        let p50 = |variant| stat(variant, |stats| stats.p50_ms);
+        let at_most_twice = |slow: Option<f64>, fast: Option<f64>| match (slow, fast) {
+            (Some(slow), Some(fast)) if fast > 0.0 => {
+                let r = slow / fast;
+                Some((format!("{slow:.3} vs {fast:.3} ms = {r:.2}"), r <= 2.0))
+            }
+            _ => None,
+        };
+        out.push(Target::new(
+            format!("move of a booking: p50 ≤ 2 × a confirm's ({clients} env)"),
+            at_most_twice(p50("move_booking"), p50("confirm")),
+        ));
+        out.push(Target::new(
+            format!("cancel that offers: p50 ≤ 2 × a plain cancel's ({clients} env)"),
+            at_most_twice(p50("cancel_offer"), p50("cancel")),
+        ));
+        let ops = |variant| stat(variant, |stats| stats.ops_per_s);
+        let judged = match (ops("hold_raw"), ops("hold_raw_before_line")) {
+            (Some(now), Some(before)) if before > 0.0 => {
+                let r = now / before;
+                Some((format!("{now:.0} vs {before:.0} ops/s = {r:.2}"), r >= 0.95))
+            }
+            _ => None,
+        };
+        out.push(Target::new(
+            format!(
+                "hold on a slot without a line: ≥ 0.95 × before the line's guard ({clients} env)"
+            ),
+            judged,
+        ));
+    }
+    out
 }
