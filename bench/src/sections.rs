@@ -273,9 +273,12 @@ fn lifecycle(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> Strin
          pre-made hold (one slot row, the hold row, the consume, the mark, its event). Each is \
          a request as the service gets it, the gate first. Each pre-made row is used once. \
          *cancel_offer* cancels a pre-made hold on one of 1,000 full slots whose lines wait \
-         for one seat each (SPEC §18: the cancel reclaims and offers the freed seat to the \
-         first waiting entry in the same transaction: its hold, the entry's mark, their \
-         events), against *cancel* of a pre-made hold on a slot without a line. \
+         for one seat each (SPEC §18: in the same transaction the seat the counter shows free \
+         after the release goes to the first waiting entry: its hold made from the entry, \
+         read, the entry marked, the counters, their events with the cancel's and the \
+         COMMIT), against *cancel* of a pre-made hold on a slot without a line (before \
+         sqlx 0.9.1 set TCP_NODELAY again, *cancel_offer* took 44 ms: a statement behind an \
+         unanswered COM_STMT_CLOSE waited for the server's delayed ACK). \
          *hold_raw* is the service's hold sequence issued directly (`raw.rs`) on a slot \
          without a line, its claim guarded by `waiting = 0` by the primary key, against \
          *hold_raw_before_line*, the same sequence with the claim it had before the waiting \
