@@ -1,5 +1,6 @@
 //! Cancel: give up a hold or a booking.
 
+use super::reclaim::reclaim_and_offer;
 use super::sql::{HoldRow, find_by_id, find_touchable, lock_hold};
 use super::waitlist;
 use super::written::Written;
@@ -8,7 +9,7 @@ use crate::clients::Caller;
 use crate::db::Tx;
 use crate::domain::{Hold, HoldId, HoldStatus, SlotId};
 use crate::error::Error;
-use crate::events::{EventType, commit_with, expired_event, hold_event};
+use crate::events::{EventType, commit_with, expired_event, hold_event, record_events};
 use crate::telemetry::{self, Metric};
 use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
@@ -56,11 +57,19 @@ impl Booking {
     /// lock (has the slot started?). The transaction's first plain read:
     /// its snapshot follows the lock, which no one else has held since,
     /// so it shows the slot as this transaction left it.
+    /// `unreclaimed`: some held hold of the slot expired after its
+    /// watermark (one probe of the reclaim's own index range); the
+    /// counter then under-states what is free, and offers by it could
+    /// pass over an earlier, larger entry that the exact figure fits.
     pub const CANCEL_READ_FREED: &'static str = concat!(
         "SELECT ",
         hold_columns!(),
         ", (SELECT CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) FROM slots s \
-         WHERE s.id = holds.slot_id) AS free, UTC_TIMESTAMP(6) AS now FROM holds WHERE id = ?"
+         WHERE s.id = holds.slot_id) AS free, UTC_TIMESTAMP(6) AS now, \
+         EXISTS (SELECT 1 FROM slots s JOIN holds x FORCE INDEX (holds_slot_id_status_expires_at_index) \
+         ON x.slot_id = s.id AND x.status = 'held' AND x.expires_at > s.reclaimed_until \
+         AND x.expires_at <= UTC_TIMESTAMP(6) WHERE s.id = holds.slot_id) AS unreclaimed \
+         FROM holds WHERE id = ?"
     );
 
     /// One attempt; `None` when a move (`move.rs`) took the hold to
@@ -127,8 +136,8 @@ impl Booking {
             .execute(&mut *tx)
             .await?;
         let (hold, freed) = if waiting > 0 {
-            let (hold, free, now) = read_freed(&mut tx, hold_id).await?;
-            (hold, Some((free, now)))
+            let (hold, freed) = read_freed(&mut tx, hold_id).await?;
+            (hold, Some(freed))
         } else {
             let hold = find_by_id(&mut *tx, hold_id)
                 .await?
@@ -137,27 +146,46 @@ impl Booking {
         };
         events.push(hold_event(EventType::HoldCancelled, &hold)?);
         written.record(&hold);
-        if hold.entry_id.is_none() && waiting == 0 {
-            commit_with(tx, &events).await?;
-        } else {
+        match freed {
+            None if hold.entry_id.is_none() => commit_with(tx, &events).await?,
             // SPEC §18: an offered hold ends its entry; the seats freed go
             // to the slot's line, in this transaction. Their events follow
             // this cancel's (cause before effect), all written with the
             // COMMIT.
-            waitlist::offer::offers_ended_into(&mut tx, std::slice::from_ref(&hold), &mut events)
+            None | Some(Freed { exact: true, .. }) => {
+                waitlist::offer::offers_ended_into(
+                    &mut tx,
+                    std::slice::from_ref(&hold),
+                    &mut events,
+                )
                 .await?;
-            // What the counter shows free is offered; seats of holds that
-            // expired unreclaimed are the next reclaim's or sweep's to
-            // offer (SPEC §18: within two minutes).
-            if let Some((free, now)) = freed {
-                let line = waitlist::offer::Line {
-                    started: starts_at <= now,
-                    smallest,
-                };
-                waitlist::offer::offer_to(&mut tx, slot_id, free, self.hold_ttl, line, &mut events)
+                if let Some(freed) = freed {
+                    let line = waitlist::offer::Line {
+                        started: starts_at <= freed.now,
+                        smallest,
+                    };
+                    let free = freed.free;
+                    waitlist::offer::offer_to(
+                        &mut tx,
+                        slot_id,
+                        free,
+                        self.hold_ttl,
+                        line,
+                        &mut events,
+                    )
                     .await?;
+                }
+                commit_with(tx, &events).await?;
             }
-            commit_with(tx, &events).await?;
+            // Expired holds not yet given back: the exact figures first
+            // (a reclaim, whose `hold.expired` events it writes as it
+            // finds them, after this cancel's), then the offers.
+            Some(Freed { exact: false, .. }) => {
+                record_events(&mut tx, &events).await?;
+                waitlist::offer::offers_ended(&mut tx, std::slice::from_ref(&hold)).await?;
+                reclaim_and_offer(&mut tx, slot_id, self.hold_ttl).await?;
+                tx.commit().await?;
+            }
         }
         Ok(Some(Transition {
             hold,
@@ -179,21 +207,32 @@ async fn lock_line(
         .ok_or(Error::SlotNotFound(slot))
 }
 
-/// [`Booking::CANCEL_READ_FREED`]: the hold, the seats free by the
-/// counter (never below 0), the now.
-async fn read_freed(
-    conn: &mut MySqlConnection,
-    id: HoldId,
-) -> Result<(Hold, u32, DateTime<Utc>), Error> {
+/// What a release left free on a slot with a line.
+#[derive(Clone, Copy)]
+struct Freed {
+    /// By the counter, never below 0.
+    free: u32,
+    /// A now after the lock.
+    now: DateTime<Utc>,
+    /// No expired hold awaits a reclaim: the counter is exact.
+    exact: bool,
+}
+
+/// [`Booking::CANCEL_READ_FREED`]: the hold, and what it freed.
+async fn read_freed(conn: &mut MySqlConnection, id: HoldId) -> Result<(Hold, Freed), Error> {
     let row = sqlx::query(Booking::CANCEL_READ_FREED)
         .bind(id.0)
         .fetch_optional(conn)
         .await?
         .ok_or(Error::HoldNotFound(id))?;
     let free: i64 = row.try_get("free")?;
-    let now: DateTime<Utc> = row.try_get("now")?;
-    let hold = HoldRow::from_row(&row)?.into_hold()?;
-    Ok((hold, u32::try_from(free.max(0)).unwrap_or(0), now))
+    let unreclaimed: bool = row.try_get("unreclaimed")?;
+    let freed = Freed {
+        free: u32::try_from(free.max(0)).unwrap_or(0),
+        now: row.try_get("now")?,
+        exact: !unreclaimed,
+    };
+    Ok((HoldRow::from_row(&row)?.into_hold()?, freed))
 }
 
 /// This request's own cancellation, committed by an earlier attempt whose

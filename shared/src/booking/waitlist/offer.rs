@@ -44,13 +44,15 @@ pub const OFFER_MARK: &str = "UPDATE waitlist_entries SET status = 'offered', ho
      updated_at = ? WHERE id = ?";
 /// The hold an offer made, with the two fields of its entry it does not
 /// carry (the entry's key and creation), so that one read gives both
-/// resources for their events.
+/// resources for their events. A locking read (of two rows by their
+/// primary keys, this transaction's to change anyway): it reads the rows
+/// as they are, whenever the caller's snapshot was taken.
 pub const OFFER_READ: &str = concat!(
     "SELECT ",
     hold_columns!(),
     ", (SELECT e.idempotency_key FROM waitlist_entries e WHERE e.id = holds.entry_id) AS entry_key, \
      (SELECT e.created_at FROM waitlist_entries e WHERE e.id = holds.entry_id) AS entry_created_at \
-     FROM holds WHERE id = ?"
+     FROM holds WHERE id = ? FOR UPDATE"
 );
 /// The line's smallest quantity, after entries left it.
 pub const WAITING_MIN: &str = "UPDATE slots SET waiting_min = \
@@ -106,7 +108,7 @@ pub(crate) async fn offer_to(
     // A started slot offers nothing, its line ends (SPEC §18); seats fewer
     // than the smallest entry fit nobody: no scan.
     if line.started {
-        expire_waiting(conn, slot, None).await?;
+        expire_waiting_into(conn, slot, None, events).await?;
         return Ok(free);
     }
     if line.smallest.is_none_or(|smallest| free < smallest) {
@@ -194,12 +196,25 @@ pub(crate) async fn expire_waiting(
     slot: SlotId,
     above: Option<u32>,
 ) -> Result<u64, Error> {
+    let mut events = Vec::new();
+    let ended = expire_waiting_into(conn, slot, above, &mut events).await?;
+    record_events(conn, &events).await?;
+    Ok(ended)
+}
+
+/// [`expire_waiting`], its events added to `events` for the caller to
+/// write after its own.
+pub(crate) async fn expire_waiting_into(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+    above: Option<u32>,
+    events: &mut Vec<NewEvent>,
+) -> Result<u64, Error> {
     let ids: Vec<u64> = sqlx::query_scalar(WAITING_OF_SLOT)
         .bind(slot.0)
         .bind(above.unwrap_or(0))
         .fetch_all(&mut *conn)
         .await?;
-    let mut events = Vec::with_capacity(ids.len());
     let mut seats = 0u32;
     for id in &ids {
         if let Some(ended) = end(conn, EntryId(*id), "waiting", "expired").await? {
@@ -207,14 +222,13 @@ pub(crate) async fn expire_waiting(
             events.push(entry_event(EventType::WaitlistExpired, &ended)?);
         }
     }
-    if !events.is_empty() {
+    if seats > 0 {
         sqlx::query(LINE_LEFT)
             .bind(seats)
             .bind(slot.0)
             .execute(&mut *conn)
             .await?;
         waiting_min(conn, slot).await?;
-        record_events(conn, &events).await?;
     }
     Ok(ids.len() as u64)
 }
