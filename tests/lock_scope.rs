@@ -158,9 +158,6 @@ async fn no_claim_locks_another_slot() {
 
     db.assert_invariants().await;
     db.assert_held_counter().await;
-    let mut conn = db.admin.acquire().await.unwrap();
-    let broken = line::broken(&mut conn).await;
-    assert!(broken.is_empty(), "{broken:#?}");
-    drop(conn);
+    db.assert_lines().await;
     db.drop().await;
 }

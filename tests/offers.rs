@@ -84,13 +84,7 @@ async fn a_cancel_on_a_started_slot_writes_its_event_before_the_lines_end() {
     let db = TestDb::new().await;
     let slot = db.insert_slot(1).await;
     let app = db.app();
-    let booking = hold_on(&app, slot, 1).await;
-    let (status, body) = read(
-        http::confirm(&app, confirm_request(&id_of(&booking)))
-            .await
-            .unwrap(),
-    );
-    assert_eq!(status, 200, "{body}");
+    let booking = hold_and_confirm(&app, slot).await;
     let entry = join(&app, slot, 1).await;
     sqlx::query("UPDATE slots SET starts_at = UTC_TIMESTAMP() - INTERVAL 1 MINUTE WHERE id = ?")
         .bind(slot.0)

@@ -51,10 +51,7 @@ async fn cancel(app: &App, hold: &Value) -> Value {
 
 /// SPEC §18's invariants on every slot (`support/line.rs`), then §2's.
 async fn check_line(db: &TestDb) {
-    let mut conn = db.admin.acquire().await.expect("a connection");
-    let broken = line::broken(&mut conn).await;
-    assert!(broken.is_empty(), "{broken:#?}");
-    drop(conn);
+    db.assert_lines().await;
     db.assert_invariants().await;
     db.assert_held_counter().await;
 }

@@ -16,7 +16,7 @@
 use crate::measure::Outcome;
 use crate::raw::{self, Outbox, Statements};
 use crate::report::Row;
-use crate::scenarios::{Timing, alternate, refused};
+use crate::scenarios::{HOLD_TTL_MICROS, Timing, alternate, refused};
 use crate::setup::{Bench, ROOMY};
 use serde_json::json;
 use shared::domain::{HoldId, SlotId};
@@ -26,8 +26,6 @@ use std::time::Duration;
 
 pub const SCENARIO: &str = "lifecycle.spread_1000";
 const SLOTS: usize = 1_000;
-/// The raw hold's TTL, as the service's default.
-const HOLD_TTL_MICROS: i64 = 300_000_000;
 
 /// The arms, in the order of their rows.
 #[derive(Clone, Copy)]

@@ -1,6 +1,7 @@
 //! SPEC §18's invariants of the waiting list, read from the rows in one
 //! statement each, so that a monitor can ask them inside its snapshot.
 
+use super::TestDb;
 use sqlx::MySqlConnection;
 
 /// Slot, waiting, its entries' seats, waiting_min, their smallest, free.
@@ -64,4 +65,13 @@ pub async fn broken(conn: &mut MySqlConnection) -> Vec<String> {
         ));
     }
     broken
+}
+
+impl TestDb {
+    /// Fails unless every line's invariant holds now ([`broken`]).
+    pub async fn assert_lines(&self) {
+        let mut conn = self.admin.acquire().await.expect("a connection");
+        let broken = broken(&mut conn).await;
+        assert!(broken.is_empty(), "{broken:#?}");
+    }
 }

@@ -19,6 +19,7 @@ use std::time::Duration;
 mod confirm;
 mod storm;
 mod variant;
+pub(crate) use variant::HOLD_TTL_MICROS;
 
 pub use confirm::{confirms, outbox, revision};
 pub use storm::storm;

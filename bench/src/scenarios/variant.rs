@@ -6,7 +6,7 @@ use crate::raw;
 use crate::setup::Env;
 use shared::domain::{HoldId, IdempotencyKey, SlotId};
 
-const HOLD_TTL_MICROS: i64 = 300_000_000;
+pub(crate) const HOLD_TTL_MICROS: i64 = 300_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Variant {

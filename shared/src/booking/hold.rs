@@ -94,12 +94,8 @@ impl Booking {
     /// The claim: a conditional increment of the held-seats counter by the
     /// quantity. It reads no clock (its `now` would predate its lock wait);
     /// the new figure comes back as the statement's insert id, which tells
-    /// whether the counter was empty (the figure is then the quantity). A
-    /// slot with a waiting line never passes it (`waiting = 0`): its seats
-    /// go to the line first, on the locked path (SPEC §18). By the primary
-    /// key alone: read through the sweeper's index on `waiting`, which the
-    /// optimizer may prefer when few slots lack a line, the claim would
-    /// lock every slot without one until it commits.
+    /// whether the counter was empty. A slot with a line never passes it
+    /// (SPEC §18); by the primary key alone (docs/DESIGN.md, "The waiting list").
     pub const HOLD_CLAIM: &'static str = "UPDATE slots FORCE INDEX (PRIMARY) SET held = LAST_INSERT_ID(held + ?), \
          updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND held + ? <= remaining AND waiting = 0";
     /// After a claim that found the counter empty: any watermark up to now

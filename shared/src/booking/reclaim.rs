@@ -6,7 +6,7 @@ use super::sql::HoldRow;
 use super::waitlist::offer::{Line, offer_to, offers_ended};
 use crate::domain::{Hold, SlotId};
 use crate::error::Error;
-use crate::events::{NewEvent, record_events, record_expired};
+use crate::events::{record_events, record_expired};
 use chrono::{DateTime, Utc};
 use sqlx::MySqlConnection;
 use std::time::Duration;
@@ -140,20 +140,6 @@ pub(crate) async fn reclaim_and_offer(
     slot: SlotId,
     ttl: Duration,
 ) -> Result<Option<Counters>, Error> {
-    let mut events = Vec::new();
-    let counters = reclaim_and_offer_into(conn, slot, ttl, &mut events).await?;
-    record_events(conn, &events).await?;
-    Ok(counters)
-}
-
-/// [`reclaim_and_offer`], the offers' events added to `events` for the
-/// caller to write after its own (the expiries' are written at once).
-pub(crate) async fn reclaim_and_offer_into(
-    conn: &mut MySqlConnection,
-    slot: SlotId,
-    ttl: Duration,
-    events: &mut Vec<NewEvent>,
-) -> Result<Option<Counters>, Error> {
     let Some(mut counters) = reclaim_locked(conn, slot).await? else {
         return Ok(None);
     };
@@ -164,7 +150,9 @@ pub(crate) async fn reclaim_and_offer_into(
             started: counters.starts_at <= counters.now,
             smallest: counters.smallest,
         };
-        let left = offer_to(conn, slot, free, ttl, line, events).await?;
+        let mut events = Vec::new();
+        let left = offer_to(conn, slot, free, ttl, line, &mut events).await?;
+        record_events(conn, &events).await?;
         counters.offered = free - left;
         counters.held = counters.held.saturating_add(counters.offered);
     }
