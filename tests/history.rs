@@ -3,7 +3,8 @@
 //! the checker on hand-made histories): the checker rejecting the
 //! histories of planted bugs, and the real service's history under a
 //! randomized concurrent workload with holds that expire, extensions,
-//! moves and lost answers (`support/history/workload.rs`), which it must accept.
+//! moves, waiting lines and their offers, and lost answers
+//! (`support/history/workload.rs`), which it must accept.
 
 use rand::Rng;
 use serde_json::Value;
@@ -11,6 +12,7 @@ use shared::App;
 use shared::http;
 use slot_booking_tests::history::workload::{self, Shared};
 use slot_booking_tests::history::{Call, Recorder, Report, Request, Rules, check, outcomes};
+use slot_booking_tests::history::{epilogues, faults};
 use slot_booking_tests::planted;
 use slot_booking_tests::proxy::Proxy;
 use slot_booking_tests::*;
@@ -34,7 +36,8 @@ fn long_lived() -> Rules {
 }
 
 /// Twelve callers, each its own environment, released together, on four
-/// slots of one to three seats (see `workload::caller`); four of them
+/// slots of one to three seats (see `workload::caller`), holding, moving
+/// and joining the slots' lines, whose offers the model makes; four of them
 /// reach the database through a proxy that loses the answers in flight
 /// twenty times. Holds live 300–800 ms (one figure per run) and at most a
 /// quarter longer, so they expire, are extended to their cap and refused
@@ -55,9 +58,11 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
     }
     let recorder = Recorder::new();
     let shared = Shared::new(capacities.keys().copied().collect(), recorder.clone());
-    // A slot of its own for the epilogue, outside the workload's.
+    // Slots of their own for the epilogues, outside the workload's.
     let epilogue = db.insert_slot(1).await.0;
     capacities.insert(epilogue, 1);
+    let line = db.insert_slot(1).await.0;
+    capacities.insert(line, 1);
     let proxy = Arc::new(Proxy::start().await);
     let apps: Vec<App> = (0..CALLERS)
         .map(|i| workload::app(&db, (i < THROUGH_PROXY).then_some(&*proxy), ttl, lifetime))
@@ -78,12 +83,14 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
     };
     let ((), cuts, ended) = tokio::join!(
         callers,
-        workload::lose_answers(proxy.clone(), CUTS, stopped.clone()),
-        workload::end_abandoned(&db, stopped),
+        faults::lose_answers(proxy.clone(), CUTS, stopped.clone()),
+        faults::end_abandoned(&db, stopped),
     );
     let direct = workload::app(&db, None, ttl, lifetime);
-    workload::replay_doubtful(&direct, CALLERS, &shared).await;
-    refusals_at_the_cap_and_after_expiry(&direct, &shared, epilogue, ttl, lifetime).await;
+    workload::settle(&direct, CALLERS, &shared).await;
+    epilogues::refusals_at_the_cap_and_after_expiry(&direct, &shared, epilogue, ttl, lifetime)
+        .await;
+    epilogues::a_line_served(&direct, &shared, line, ttl).await;
     let history = recorder.history();
     let report = check(&history, &capacities, Rules::new(ttl, lifetime));
     let outcomes = outcomes(&history);
@@ -105,43 +112,26 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
         "extend 409 extension_limit_reached",
         "move 200 ",
         "cancel 200 ",
+        "read 200 ",
+        "join 201 ",
+        "join 409 seats_available",
+        "entry 200 ",
     ] {
         assert!(
             outcomes.contains_key(needed),
             "the workload did no {needed:?}: {outcomes:?}"
         );
     }
-    db.assert_invariants().await;
-    db.drop().await;
-}
-
-/// Every refusal the run is judged on, made at least once whatever the
-/// dice said, and recorded with the rest: a hold on the epilogue's own
-/// slot, extended to its cap, extended again (refused at the cap), let
-/// expire, then confirmed and extended (both refused, expired).
-async fn refusals_at_the_cap_and_after_expiry(
-    app: &App,
-    shared: &Shared,
-    slot: u64,
-    ttl: Duration,
-    lifetime: Duration,
-) {
-    let client = usize::MAX;
-    let hold = Request::Hold {
-        slot,
-        key: new_key().to_string(),
-    };
-    let (status, body) = workload::call(app, &shared.rec, client, &hold).await;
-    assert_eq!(status, 201, "{body}");
-    let hold = body["id"].as_u64().expect("the hold's id");
-    // Past a quarter of the TTL, one extension reaches the cap.
-    tokio::time::sleep(ttl / 3).await;
-    for _ in 0..2 {
-        workload::call(app, &shared.rec, client, &Request::Extend { hold }).await;
+    let entries: Vec<&str> = history
+        .iter()
+        .filter_map(|c| c.response.entry.as_ref().map(|e| e.status.as_str()))
+        .collect();
+    for needed in ["waiting", "offered", "fulfilled", "expired"] {
+        assert!(entries.contains(&needed), "no entry read {needed}");
     }
-    tokio::time::sleep(lifetime.saturating_sub(ttl / 3) + Duration::from_millis(50)).await;
-    workload::call(app, &shared.rec, client, &Request::Confirm { hold }).await;
-    workload::call(app, &shared.rec, client, &Request::Extend { hold }).await;
+    db.assert_invariants().await;
+    db.assert_lines().await;
+    db.drop().await;
 }
 
 /// Planted: an extension without its expiry check, which revives an

@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 
 const KEYS: usize = 3;
 const MS: u64 = 1_000_000;
+/// Any call may act at any instant (no line here offers).
+const ANY: (u64, u64) = (0, u64::MAX);
 
 fn request(kind: Kind, key: usize) -> Request {
     let id = key as u64 + 1;
@@ -27,7 +29,8 @@ fn request(kind: Kind, key: usize) -> Request {
         Kind::Confirm => Request::Confirm { hold: id },
         Kind::Cancel => Request::Cancel { hold: id },
         Kind::Extend => Request::Extend { hold: id },
-        Kind::Move(_) => unreachable!("one slot: nothing to move to"),
+        Kind::Read => Request::Read { hold: id },
+        _ => unreachable!("one slot of holds: nothing to move to, no line"),
     }
 }
 
@@ -41,6 +44,7 @@ fn response(key: usize, created: u64, answer: Expected) -> Response {
         } => Response::hold(code, key as u64 + 1, 1, &format!("k{key}"), status.as_str())
             .at(created, expires),
         Expected::Error { code, reason } => Response::error(code, reason),
+        Expected::Entry { .. } | Expected::Impossible(_) => unreachable!("no line"),
     }
 }
 
@@ -61,7 +65,7 @@ fn random_history(rng: &mut StdRng, capacity: u32, rules: Rules) -> Vec<Call> {
         ][rng.random_range(0..5)];
         let key = rng.random_range(0..KEYS);
         let at = 4 * MS * (i as u64 + 1);
-        let (answer, next) = model.apply(&state, kind, key, at, true);
+        let (answer, next) = model.apply(&state, kind, key, (at, ANY), true);
         let unknown = kind != Kind::Extend && rng.random_bool(0.1);
         if !unknown || rng.random_bool(0.5) {
             if state[key].status == Status::Unused && next[key].status != Status::Unused {
@@ -89,6 +93,7 @@ fn random_history(rng: &mut StdRng, capacity: u32, rules: Rules) -> Vec<Call> {
             | Request::Cancel { hold }
             | Request::Extend { hold }
             | Request::Move { hold, .. } => *hold as usize - 1,
+            _ => unreachable!("holds only"),
         };
         let created = model.created[key].unwrap_or(4 * MS * (i as u64 + 1));
         let expires = created + rules.ttl + rng.random_range(0..=2) * MS;
@@ -139,6 +144,7 @@ fn key_of(c: &Call) -> usize {
         | Request::Cancel { hold }
         | Request::Extend { hold }
         | Request::Move { hold, .. } => *hold as usize - 1,
+        _ => unreachable!("holds only"),
     }
 }
 
@@ -148,7 +154,8 @@ fn kind_of(c: &Call) -> Kind {
         Request::Confirm { .. } => Kind::Confirm,
         Request::Cancel { .. } => Kind::Cancel,
         Request::Extend { .. } => Kind::Extend,
-        Request::Move { .. } => unreachable!("one slot: nothing to move to"),
+        Request::Read { .. } => Kind::Read,
+        _ => unreachable!("one slot of holds: nothing to move to, no line"),
     }
 }
 
@@ -189,7 +196,9 @@ fn brute_force(calls: &[Call], model: &Slot) -> bool {
                     let mut after: HashMap<State, u64> = HashMap::new();
                     for (state, &since) in &reached {
                         for &t in grid.iter().filter(|&&t| t >= since.max(from) && t <= to) {
-                            if let Some(next) = model.step(state, kind_of(c), key_of(c), t, &seen) {
+                            if let Some(next) =
+                                model.step(state, kind_of(c), key_of(c), (t, ANY), &seen)
+                            {
                                 let best = after.entry(next).or_insert(t);
                                 *best = (*best).min(t);
                             }
@@ -251,6 +260,7 @@ fn the_search_agrees_with_brute_force_on_small_random_histories() {
             | Request::Extend { hold }
             | Request::Move { hold, .. } => named(hold),
             Request::Hold { .. } => c.response.status != 503 || created[key_of(c)].is_some(),
+            _ => unreachable!("holds only"),
         }) {
             continue;
         }

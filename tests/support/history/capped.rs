@@ -8,12 +8,11 @@
 
 use super::{Recorder, Request};
 use crate::keys::{TestClient, authorized};
-use crate::{cancel_request, confirm_request, extend_request, hold_request, new_key};
+use crate::new_key;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use shared::App;
-use shared::http;
 use std::sync::{Arc, Mutex};
 
 /// A hold a client's callers know of: slot, key, and id once an answer
@@ -92,27 +91,6 @@ pub async fn call(
     request: &Request,
 ) -> (u16, Value) {
     let bearer = client.bearer();
-    let answer = async {
-        let with_key = |r| authorized(r, Some(&bearer));
-        let response = match request {
-            Request::Hold { slot, key } => {
-                http::hold(app, with_key(hold_request(&slot.to_string(), Some(key)))).await
-            }
-            Request::Confirm { hold } => {
-                http::confirm(app, with_key(confirm_request(&hold.to_string()))).await
-            }
-            Request::Cancel { hold } => {
-                http::cancel(app, with_key(cancel_request(&hold.to_string()))).await
-            }
-            Request::Extend { hold } => {
-                http::extend_hold(app, with_key(extend_request(&hold.to_string()))).await
-            }
-            Request::Move { hold, to } => {
-                let body = format!(r#"{{"slot_id": {to}}}"#);
-                http::move_hold(app, with_key(crate::move_request(&hold.to_string(), &body))).await
-            }
-        };
-        crate::read(response.expect("handlers answer inside Ok"))
-    };
+    let answer = super::calls::send(app, request, |r| authorized(r, Some(&bearer)));
     rec.record(caller, request.clone(), answer).await
 }

@@ -141,7 +141,10 @@ fn lives(calls: &[&Call]) -> BTreeMap<String, Life> {
             Request::Confirm { hold }
             | Request::Cancel { hold }
             | Request::Extend { hold }
-            | Request::Move { hold, .. } => key_of.get(hold).cloned(),
+            | Request::Move { hold, .. }
+            | Request::Read { hold } => key_of.get(hold).cloned(),
+            // The capped workload joins no line.
+            Request::Join { .. } | Request::Leave { .. } | Request::Entry { .. } => None,
         };
         let Some(key) = key else { continue };
         let life = lives.entry(key).or_default();

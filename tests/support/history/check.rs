@@ -10,7 +10,13 @@
 //! instant it may have and at each turning point after that inside its
 //! interval; of the instants that give the observed answer and the same
 //! state after, only the earliest (any later one only narrows what may
-//! follow). The memo keeps, for each (set of linearized calls, model
+//! follow). The same answer may leave different states at different
+//! instants (a refused hold that first offered an expired seat to the
+//! line, or not yet): each is tried. A node where an entry whose offered
+//! hold an answer showed is not offered yet, and no call left may have
+//! made that hold (its `created_at` outside every remaining call's
+//! interval), has no children: the branch that put the offer off is cut
+//! where it goes wrong, not where a later read shows it. The memo keeps, for each (set of linearized calls, model
 //! state), the earliest instant it was reached at: reached again no
 //! earlier, it has nothing new to offer.
 //!
@@ -20,7 +26,8 @@
 //! Knossos treats an indeterminate one: it may take effect at any instant
 //! after its invocation (its completion is at infinity) or never.
 
-use super::model::{Observed, ms};
+use super::ids::is_entry;
+use super::model::{EntryStatus, ms};
 use super::partition::{Partition, partition, short, show};
 use super::slot::{Slot, State};
 use super::{Call, Rules};
@@ -105,7 +112,23 @@ fn is_done(done: &[u64], i: usize) -> bool {
 /// The calls that may come next after `node`, each at the instants worth
 /// trying (see the module's comment), with the state after: in order of
 /// invocation, then of instant, reversed (the search pops the first).
-fn children(p: &Partition, node: &Node) -> Vec<(usize, u64, State)> {
+fn children(
+    p: &Partition,
+    node: &Node,
+    makers: &[(usize, Vec<usize>)],
+) -> Vec<(usize, u64, State)> {
+    // An entry whose offered hold some answer showed, not offered yet
+    // here, needs a call left that may have made it (`line.rs`).
+    let unmade = makers.iter().any(|(key, calls)| {
+        let k = node.state[*key];
+        matches!(
+            k.entry,
+            EntryStatus::None | EntryStatus::Waiting | EntryStatus::Left
+        ) && calls.iter().all(|&i| is_done(&node.done, i))
+    });
+    if unmade {
+        return Vec::new();
+    }
     let n = p.ops.len();
     // A call invoked after some unlinearized call completed must come
     // after it: only calls invoked by that bound are candidates (equal
@@ -133,16 +156,18 @@ fn children(p: &Partition, node: &Node) -> Vec<(usize, u64, State)> {
         at.dedup();
         let mut after: Vec<State> = Vec::new();
         for t in at {
-            let Some(next) = p.model.step(&node.state, op.kind, op.key, t, &op.observed) else {
+            let Some(next) =
+                p.model
+                    .step(&node.state, op.kind, op.key, (t, op.window()), &op.observed)
+            else {
                 continue;
             };
+            // The same answer may leave another state at a later instant:
+            // a hold refused before an expiry, or after it with the seat
+            // offered to the line (SPEC §18).
             if !after.contains(&next) {
                 after.push(next.clone());
                 out.push((i, t, next));
-            }
-            // An observed answer leaves one state, whatever the instant.
-            if op.observed != Observed::Unknown {
-                break;
             }
         }
     }
@@ -162,7 +187,17 @@ fn search(p: &Partition, history: &[Call]) -> (usize, Result<(), String>) {
         now: 0,
     };
     let mut memo: HashMap<(Vec<u64>, State), u64> = HashMap::new();
-    let mut frames = vec![children(p, &node)];
+    let makers: Vec<(usize, Vec<usize>)> = (0..p.keys.len())
+        .filter_map(|key| {
+            let made = p.model.created[key]?;
+            let calls = (0..p.ops.len())
+                .filter(|&i| p.ops[i].earliest <= made && made <= p.ops[i].latest)
+                .collect();
+            Some((key, calls))
+        })
+        .filter(|(key, _)| is_entry(&p.keys[*key]))
+        .collect();
+    let mut frames = vec![children(p, &node, &makers)];
     // The calls placed, with what to restore when one is taken back.
     let mut path: Vec<(usize, State, u64)> = Vec::new();
     let mut linearized = 0;
@@ -193,7 +228,7 @@ fn search(p: &Partition, history: &[Call]) -> (usize, Result<(), String>) {
                     let order = path.iter().map(|(i, ..)| *i).collect();
                     deepest = (order, node.state.clone(), node.now);
                 }
-                frames.push(children(p, &node));
+                frames.push(children(p, &node, &makers));
             }
             None => {
                 frames.pop();
@@ -247,7 +282,9 @@ fn explain(p: &Partition, history: &[Call], order: &[usize], state: &State, now:
             continue;
         }
         let t = now.max(op.earliest);
-        let (expected, _) = p.model.apply(state, op.kind, op.key, t, true);
+        let (expected, _) = p
+            .model
+            .apply(state, op.kind, op.key, (t, op.window()), true);
         out += &format!(
             "  {}   (k{}; at {} the model answers {expected})\n",
             show(&history[op.call]),

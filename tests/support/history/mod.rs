@@ -4,7 +4,8 @@
 //! was invoked and when it completed, what it asked and what came back.
 //! [`check`] then decides whether some order of the calls, each placed at
 //! one instant between its invocation and its completion, is a run of the
-//! sequential model of SPEC §4 and §9 that gives every answer that was
+//! sequential model of SPEC §4, §9, §17 and §18 (holds, their moves, the
+//! slots' waiting lines and their offers) that gives every answer that was
 //! observed (Wing & Gong's search with Lowe's memoisation, one slot at a
 //! time, as Porcupine does).
 //!
@@ -16,9 +17,16 @@
 
 #[cfg(test)]
 mod brute;
+mod calls;
 pub mod capped;
 mod caps;
 mod check;
+pub mod epilogues;
+pub mod faults;
+mod ids;
+mod line;
+#[cfg(test)]
+mod line_tests;
 mod model;
 mod partition;
 mod slot;
@@ -59,15 +67,52 @@ impl Rules {
     }
 }
 
-/// What a caller asked. A hold names its slot; a confirm, cancel, extend
-/// or move names a hold by the id some earlier answer gave.
+/// What a caller asked. A hold or a join (SPEC §18, one seat) names its
+/// slot; a confirm, cancel, extend, move or read names a hold, a leave or a read
+/// of an entry names the entry, by the id some earlier answer gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    Hold { slot: u64, key: String },
-    Confirm { hold: u64 },
-    Cancel { hold: u64 },
-    Extend { hold: u64 },
-    Move { hold: u64, to: u64 },
+    Hold {
+        slot: u64,
+        key: String,
+    },
+    Confirm {
+        hold: u64,
+    },
+    Cancel {
+        hold: u64,
+    },
+    Extend {
+        hold: u64,
+    },
+    Move {
+        hold: u64,
+        to: u64,
+    },
+    /// `GET /holds/{id}`.
+    Read {
+        hold: u64,
+    },
+    Join {
+        slot: u64,
+        key: String,
+    },
+    Leave {
+        entry: u64,
+    },
+    Entry {
+        entry: u64,
+    },
+}
+
+impl Request {
+    /// Whether its answer is a waiting-list entry rather than a hold.
+    pub fn on_entry(&self) -> bool {
+        matches!(
+            self,
+            Self::Join { .. } | Self::Leave { .. } | Self::Entry { .. }
+        )
+    }
 }
 
 /// The hold resource's fields the model needs; its times in nanoseconds
@@ -82,24 +127,57 @@ pub struct HoldFields {
     pub expires_at: Option<u64>,
 }
 
+/// The entry resource's fields the model needs (SPEC §18).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryFields {
+    pub id: u64,
+    pub slot: u64,
+    pub key: String,
+    pub status: String,
+    pub position: Option<u32>,
+    /// The hold offered to it.
+    pub hold: Option<u64>,
+}
+
 /// What came back: the status code, the error's `reason` (errors), the
-/// hold resource's fields (successes).
+/// hold or entry resource's fields (successes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
     pub status: u16,
     pub reason: Option<String>,
     pub hold: Option<HoldFields>,
+    pub entry: Option<EntryFields>,
 }
 
 impl Response {
-    /// From a handler's status and JSON body; its times put on the time
-    /// line that starts at `origin`.
-    pub fn from_json(status: u16, body: &Value, origin: DateTime<Utc>) -> Self {
+    /// From a handler's status and JSON body, a hold's or (`entry`) a
+    /// waiting-list entry's; its times put on the time line that starts
+    /// at `origin`.
+    pub fn from_json(status: u16, body: &Value, origin: DateTime<Utc>, entry: bool) -> Self {
         let at = |field: &str| {
             let time = DateTime::parse_from_rfc3339(body[field].as_str()?).ok()?;
             let nanos = (time.with_timezone(&Utc) - origin).num_nanoseconds()?;
             Some(u64::try_from(nanos).unwrap_or(0))
         };
+        let reason = body["reason"].as_str().map(str::to_string);
+        if entry {
+            let entry = body["id"].as_u64().map(|id| EntryFields {
+                id,
+                slot: body["slot_id"].as_u64().unwrap_or(0),
+                key: body["idempotency_key"].as_str().unwrap_or("").to_string(),
+                status: body["status"].as_str().unwrap_or("").to_string(),
+                position: body["position"]
+                    .as_u64()
+                    .map(|p| u32::try_from(p).unwrap_or(u32::MAX)),
+                hold: body["hold_id"].as_u64(),
+            });
+            return Self {
+                status,
+                reason,
+                hold: None,
+                entry,
+            };
+        }
         let hold = body["id"].as_u64().map(|id| HoldFields {
             id,
             slot: body["slot_id"].as_u64().unwrap_or(0),
@@ -110,8 +188,9 @@ impl Response {
         });
         Self {
             status,
-            reason: body["reason"].as_str().map(str::to_string),
+            reason,
             hold,
+            entry: None,
         }
     }
 
@@ -128,7 +207,41 @@ impl Response {
                 created_at: None,
                 expires_at: None,
             }),
+            entry: None,
         }
+    }
+
+    /// A success carrying an entry (hand-made histories).
+    pub fn entry(status: u16, id: u64, slot: u64, key: &str, entry_status: &str) -> Self {
+        Self {
+            status,
+            reason: None,
+            hold: None,
+            entry: Some(EntryFields {
+                id,
+                slot,
+                key: key.to_string(),
+                status: entry_status.to_string(),
+                position: None,
+                hold: None,
+            }),
+        }
+    }
+
+    /// The same entry answer, at `position` in its line.
+    pub fn placed(mut self, position: u32) -> Self {
+        if let Some(e) = &mut self.entry {
+            e.position = Some(position);
+        }
+        self
+    }
+
+    /// The same entry answer, offered `hold`.
+    pub fn offered(mut self, hold: u64) -> Self {
+        if let Some(e) = &mut self.entry {
+            e.hold = Some(hold);
+        }
+        self
     }
 
     /// The same answer, its hold created at `created` and expiring at
@@ -146,6 +259,7 @@ impl Response {
             status,
             reason: Some(reason.to_string()),
             hold: None,
+            entry: None,
         }
     }
 }
@@ -194,7 +308,7 @@ impl Recorder {
         let invoked = self.nanos();
         let (status, body) = call.await;
         let completed = self.nanos();
-        let response = Response::from_json(status, &body, self.origin);
+        let response = Response::from_json(status, &body, self.origin, request.on_entry());
         self.calls.lock().expect("recorder").push(Call {
             client,
             invoked,
@@ -228,6 +342,10 @@ pub fn outcomes(history: &[Call]) -> std::collections::BTreeMap<String, usize> {
             Request::Cancel { .. } => "cancel",
             Request::Extend { .. } => "extend",
             Request::Move { .. } => "move",
+            Request::Read { .. } => "read",
+            Request::Join { .. } => "join",
+            Request::Leave { .. } => "leave",
+            Request::Entry { .. } => "entry",
         };
         let answer = c.response.reason.clone().unwrap_or_default();
         *outcomes

@@ -1,12 +1,13 @@
 //! The history split per slot (P-compositionality: every call acts on one
 //! slot, and linearizability is local, so the history is linearizable iff
 //! each slot's sub-history is), after the checks that span slots and the
-//! facts of the whole history: one hold per key and one key per hold,
-//! every answer's hold the one asked for, one `created_at` per hold. A
-//! move (SPEC §17) acts on two slots: the slots that moves join are one
-//! partition, with its keys' holds going from one to another.
+//! facts of the whole history (`ids.rs`). A move (SPEC §17) acts on two
+//! slots: the slots that moves join are one partition, with its keys'
+//! holds going from one to another. A waiting-list entry (§18) and the
+//! hold offered to it are one key, on the entry's slot.
 
-use super::model::{Kind, Observed, Status, ms};
+use super::ids::Ids;
+use super::model::{EntryStatus, Kind, Observed, Status, ms};
 use super::slot::Slot;
 use super::{CLOCK_MARGIN, Call, Request, Rules};
 use std::collections::{BTreeMap, HashMap};
@@ -26,6 +27,13 @@ pub struct Op {
     pub observed: Observed,
 }
 
+impl Op {
+    /// The instants at which it may take effect.
+    pub fn window(&self) -> (u64, u64) {
+        (self.earliest, self.latest)
+    }
+}
+
 pub struct Partition {
     /// Its slots' ids, by their index in the model.
     pub slots: Vec<u64>,
@@ -41,14 +49,25 @@ pub fn partition(
     capacities: &BTreeMap<u64, u32>,
     rules: Rules,
 ) -> Result<Vec<Partition>, String> {
-    // A key's slot: the first its hold requests name (or, for a key only
-    // confirmed or cancelled here, its answers show). Every other slot a
+    let ids = Ids::of(history)?;
+    let mut keys: Vec<String> = Vec::with_capacity(history.len());
+    for (i, c) in history.iter().enumerate() {
+        let Some(key) = ids.key(&c.request) else {
+            return Err(format!(
+                "call #{i}: its id is not known from any answer: {}",
+                show(c)
+            ));
+        };
+        keys.push(key);
+    }
+    // A key's slot: the first its hold or join requests name (or, for a
+    // key only named by id here, its answers show). Every other slot a
     // request of the key names is joined to it below.
     let mut key_slot: HashMap<&str, u64> = HashMap::new();
     for (i, c) in history.iter().enumerate() {
         let slot = match &c.request {
-            Request::Hold { slot, key } => {
-                key_slot.entry(key).or_insert(*slot);
+            Request::Hold { slot, .. } | Request::Join { slot, .. } => {
+                key_slot.entry(&keys[i]).or_insert(*slot);
                 *slot
             }
             Request::Move { to, .. } => *to,
@@ -58,102 +77,39 @@ pub fn partition(
             return Err(format!("call #{i}: slot {slot} has no known capacity"));
         }
     }
-    let mut id_key: HashMap<u64, (&str, usize)> = HashMap::new();
-    let mut key_id: HashMap<&str, (u64, usize)> = HashMap::new();
-    let mut created: HashMap<&str, (u64, usize)> = HashMap::new();
     for (i, c) in history.iter().enumerate() {
-        let Some(h) = &c.response.hold else { continue };
-        let asked = match &c.request {
-            Request::Hold { slot, key } => h.slot == *slot && h.key == *key,
-            Request::Confirm { hold }
-            | Request::Cancel { hold }
-            | Request::Extend { hold }
-            | Request::Move { hold, .. } => h.id == *hold,
-        };
-        if !asked {
-            return Err(format!(
-                "call #{i}: answered with another hold: {}",
-                show(c)
-            ));
+        // (A resource answered on a slot that no move of its joined to its
+        // own is outside its partition: `observe` reports it.)
+        let shown = c.response.hold.as_ref().map(|h| h.slot);
+        if let Some(slot) = shown.or(c.response.entry.as_ref().map(|e| e.slot)) {
+            key_slot.entry(&keys[i]).or_insert(slot);
         }
-        let (key, by_id) = *id_key.entry(h.id).or_insert((&h.key, i));
-        let (id, by_key) = *key_id.entry(&h.key).or_insert((h.id, i));
-        if key != h.key || id != h.id {
-            let first = if key != h.key { by_id } else { by_key };
-            return Err(format!(
-                "one hold per key, one key per hold, broken by call #{first} {}\n  and call #{i} {}",
-                show(&history[first]),
-                show(c)
-            ));
-        }
-        if let Some(at) = h.created_at {
-            let (first_at, first) = *created.entry(&h.key).or_insert((at, i));
-            if first_at != at {
-                return Err(format!(
-                    "one hold, two created_at: call #{first} {}\n  and call #{i} {}",
-                    show(&history[first]),
-                    show(c)
-                ));
-            }
-        }
-        // A key only confirmed or cancelled here has the slot its hold
-        // says. (A hold answered on a slot that no move of its joined to
-        // its own is outside its partition: `observe` reports it.)
-        key_slot.entry(&h.key).or_insert(h.slot);
     }
-    // The slots a key's requests join: its own and every other a hold
-    // request of it names (answered 422 unless a move took it there) or a
-    // move of it targets.
+    // The slots a key's requests join: its own and every other a hold or
+    // join request of it names (answered 422 unless a move took it there)
+    // or a move of it targets.
     let mut group: BTreeMap<u64, u64> = capacities.keys().map(|&s| (s, s)).collect();
+    let home = |i: usize| {
+        let slot = key_slot.get(keys[i].as_str()).copied();
+        slot.filter(|s| capacities.contains_key(s)).ok_or_else(|| {
+            format!(
+                "call #{i}: its slot has no known capacity: {}",
+                show(&history[i])
+            )
+        })
+    };
     for (i, c) in history.iter().enumerate() {
-        let (key, slot) = match &c.request {
-            Request::Hold { slot, key } => (key.as_str(), *slot),
-            Request::Move { hold, to } => match id_key.get(hold) {
-                Some((key, _)) => (*key, *to),
-                None => {
-                    return Err(format!(
-                        "call #{i}: hold {hold} is not known from any answer"
-                    ));
-                }
-            },
+        let slot = match &c.request {
+            Request::Hold { slot, .. } | Request::Join { slot, .. } => *slot,
+            Request::Move { to, .. } => *to,
             _ => continue,
         };
-        let own = key_slot[key];
-        if !capacities.contains_key(&own) {
-            return Err(format!("call #{i}: slot {own} has no known capacity"));
-        }
-        join(&mut group, own, slot);
+        join(&mut group, home(i)?, slot);
     }
     let mut parts: BTreeMap<u64, Partition> = BTreeMap::new();
     let mut key_index: HashMap<&str, usize> = HashMap::new();
     for (i, c) in history.iter().enumerate() {
-        let (kind, key) = match &c.request {
-            // The slot's index, set below.
-            Request::Hold { key, .. } => (Kind::Hold(0), key.as_str()),
-            Request::Confirm { hold }
-            | Request::Cancel { hold }
-            | Request::Extend { hold }
-            | Request::Move { hold, .. } => {
-                let Some((key, _)) = id_key.get(hold) else {
-                    return Err(format!(
-                        "call #{i}: hold {hold} is not known from any answer"
-                    ));
-                };
-                let kind = match c.request {
-                    Request::Confirm { .. } => Kind::Confirm,
-                    Request::Cancel { .. } => Kind::Cancel,
-                    // The target's index, set below.
-                    Request::Move { .. } => Kind::Move(0),
-                    _ => Kind::Extend,
-                };
-                (kind, *key)
-            }
-        };
-        let home = key_slot[key];
-        if !capacities.contains_key(&home) {
-            return Err(format!("call #{i}: slot {home} has no known capacity"));
-        }
-        let root = find(&group, home);
+        let root = find(&group, home(i)?);
         let p = parts.entry(root).or_insert_with(|| {
             let slots: Vec<u64> = group
                 .keys()
@@ -178,18 +134,21 @@ pub fn partition(
                 .position(|&s| s == slot)
                 .and_then(|at| u16::try_from(at).ok())
         };
-        let kind = match (kind, &c.request) {
-            (Kind::Move(_), Request::Move { to, .. }) => {
-                Kind::Move(index(*to).expect("a move's target is in its partition"))
-            }
-            (Kind::Hold(_), Request::Hold { slot, .. }) => {
-                Kind::Hold(index(*slot).expect("a hold's slot is in its partition"))
-            }
-            (kind, _) => kind,
+        let within = |slot: &u64| index(*slot).expect("a request's slot is in its partition");
+        let kind = match &c.request {
+            Request::Hold { slot, .. } => Kind::Hold(within(slot)),
+            Request::Confirm { .. } => Kind::Confirm,
+            Request::Cancel { .. } => Kind::Cancel,
+            Request::Extend { .. } => Kind::Extend,
+            Request::Move { to, .. } => Kind::Move(within(to)),
+            Request::Read { .. } => Kind::Read,
+            Request::Join { slot, .. } => Kind::Join(within(slot)),
+            Request::Leave { .. } => Kind::Leave,
+            Request::Entry { .. } => Kind::Entry,
         };
-        let key = *key_index.entry(key).or_insert_with(|| {
-            p.keys.push(key.to_string());
-            p.model.created.push(created.get(key).map(|(at, _)| *at));
+        let key = *key_index.entry(&keys[i]).or_insert_with(|| {
+            p.keys.push(keys[i].clone());
+            p.model.created.push(ids.created.get(&keys[i]).copied());
             p.shown.push(Vec::new());
             p.keys.len() - 1
         });
@@ -232,11 +191,29 @@ fn join(group: &mut BTreeMap<u64, u64>, a: u64, b: u64) {
     group.insert(a.max(b), a.min(b));
 }
 
-/// What `c`'s answer said, its hold's slot by `index` in the partition.
+/// What `c`'s answer said, its resource's slot by `index` in the
+/// partition.
 fn observe(c: &Call, index: &impl Fn(u64) -> Option<u16>) -> Observed {
     let r = &c.response;
+    if let (200 | 201, Some(e)) = (r.status, &r.entry) {
+        return match (EntryStatus::parse(&e.status), index(e.slot)) {
+            (Some(status), Some(at)) => Observed::Entry {
+                code: r.status,
+                status,
+                position: e.position,
+                at,
+            },
+            (None, _) => Observed::Malformed(format!("entry status {:?}", e.status)),
+            (_, None) => {
+                Observed::Malformed(format!("entry on slot {}, outside its moves", e.slot))
+            }
+        };
+    }
     match (r.status, &r.hold, &r.reason) {
         (503, _, _) => Observed::Unknown,
+        (200 | 201, Some(_), _) if c.request.on_entry() => {
+            Observed::Malformed(format!("a hold for an entry: {r:?}"))
+        }
         (200 | 201, Some(h), _) => match (Status::parse(&h.status), index(h.slot)) {
             (Some(status), Some(at)) => Observed::Hold {
                 code: r.status,
@@ -263,9 +240,26 @@ pub fn show(c: &Call) -> String {
         Request::Cancel { hold } => format!("cancel(#{hold})"),
         Request::Extend { hold } => format!("extend(#{hold})"),
         Request::Move { hold, to } => format!("move(#{hold} to slot {to})"),
+        Request::Read { hold } => format!("read(#{hold})"),
+        Request::Join { slot, key } => format!("join(slot {slot}, key {})", short(key)),
+        Request::Leave { entry } => format!("leave(entry #{entry})"),
+        Request::Entry { entry } => format!("read(entry #{entry})"),
     };
     let r = &c.response;
     let answer = match (&r.hold, &r.reason) {
+        (None, _) if r.entry.is_some() => {
+            let e = r.entry.as_ref().expect("checked");
+            let position = e.position.map(|p| format!(" at {p}"));
+            let offer = e.hold.map(|h| format!(" (hold #{h})"));
+            format!(
+                "{} entry {} #{}{}{}",
+                r.status,
+                e.status,
+                e.id,
+                position.unwrap_or_default(),
+                offer.unwrap_or_default()
+            )
+        }
         (Some(h), _) => {
             let until = h.expires_at.map(|e| format!(" until {}", ms(e)));
             format!(

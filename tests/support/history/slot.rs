@@ -5,16 +5,20 @@
 //! The state is each idempotency key's hold: its status (unused, held,
 //! confirmed, cancelled), its `expires_at` and the slot it is on. A held
 //! hold is active at `t` while `t < expires_at`; a slot's bookable at `t`
-//! is its `capacity − confirmed − active`, counting the holds on it. Hold ids are not part of the state: one key has one hold, so
+//! is its `capacity − confirmed − active`, counting the holds on it. A
+//! join's key also has its waiting-list entry (§18), and the hold offered
+//! to it (`line.rs`). Hold ids are not part of the state: one key has one hold, so
 //! the id ↔ key correspondence is a fact of the whole history, checked
 //! once before the search, and so is each hold's `created_at` (see
 //! `partition.rs`). The state holds no clock: the instant is the search's
 //! choice, inside the call's interval (see `check.rs`).
 
 use super::Rules;
-use super::model::{Expected, Kind, NEVER, Observed, Status, ms};
+use super::line::ELSEWHERE;
+use super::model::{EntryStatus, Expected, Kind, NEVER, Observed, Status, ms};
 
-/// One key's hold in the model.
+/// One key's hold in the model, and its waiting-list entry (SPEC §18):
+/// a join's key holds the hold offered to its entry, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
     pub status: Status,
@@ -23,6 +27,11 @@ pub struct Key {
     /// The slot it is on, by its index in [`Slot::capacities`] (0 while
     /// unused).
     pub at: u16,
+    pub entry: EntryStatus,
+    /// The slot of its entry's line (0 while it has none).
+    pub entry_at: u16,
+    /// Its entry's arrival: how many of the partition's joins came first.
+    pub joined: u16,
 }
 
 /// The keys' holds, by key index.
@@ -54,6 +63,9 @@ impl Slot {
             status: Status::Unused,
             expires: NEVER,
             at: 0,
+            entry: EntryStatus::None,
+            entry_at: 0,
+            joined: 0,
         };
         vec![unused; self.created.len()]
     }
@@ -74,7 +86,7 @@ impl Slot {
     /// Where a hold of `key` made at `t` expires: `created_at + HOLD_TTL`
     /// (one now in the service's INSERT), `t + HOLD_TTL` when no answer
     /// showed `created_at`, never when the answers carry no times.
-    fn new_expiry(&self, key: usize, t: u64, timed: bool) -> u64 {
+    pub(super) fn new_expiry(&self, key: usize, t: u64, timed: bool) -> u64 {
         match self.created[key] {
             Some(created) => created.saturating_add(self.rules.ttl),
             None if timed => t.saturating_add(self.rules.ttl),
@@ -87,17 +99,21 @@ impl Slot {
         self.created[key].map_or(NEVER, |c| c.saturating_add(self.rules.max_lifetime))
     }
 
-    /// The model's answer to `kind` on `key` in `state` at instant `t`,
-    /// and the state after. `timed`: the history's answers carry times.
+    /// The model's answer to `kind` on `key` in `state` at instant `t`
+    /// of a call that may act during `window`, and the state after.
+    /// `timed`: the history's answers carry times.
     pub fn apply(
         &self,
         state: &State,
         kind: Kind,
         key: usize,
-        t: u64,
+        (t, window): (u64, (u64, u64)),
         timed: bool,
     ) -> (Expected, State) {
         use Status::*;
+        if matches!(kind, Kind::Join(_) | Kind::Leave | Kind::Entry) {
+            return self.apply_line(state, kind, key, (t, window), timed);
+        }
         let current = state[key];
         let mut next = state.clone();
         let answer = |status, expires| Expected::Hold {
@@ -111,21 +127,31 @@ impl Slot {
         let expected = match (kind, current.status) {
             // Strict: a key's first use answers 201, also when the service
             // retried it after a lost COMMIT answer (it finds its own hold
-            // and answers as the lost answer would have).
-            (Kind::Hold(on), Unused) if self.bookable(state, on, t) > 0 => {
-                next[key] = Key {
-                    status: Held,
-                    expires: self.new_expiry(key, t, timed),
-                    at: on,
-                };
-                Expected::Hold {
-                    code: 201,
-                    status: Held,
-                    expires: next[key].expires,
-                    at: on,
+            // and answers as the lost answer would have). Nobody jumps the
+            // line (SPEC §18): what is free goes to it first, and a
+            // refusal keeps those offers.
+            (Kind::Hold(on), Unused) if !self.offer(&mut next, on, t, window, timed) => {
+                next = state.clone();
+                Expected::Impossible(ELSEWHERE)
+            }
+            (Kind::Hold(on), Unused) => {
+                if self.bookable(&next, on, t) > 0 {
+                    next[key] = Key {
+                        status: Held,
+                        expires: self.new_expiry(key, t, timed),
+                        at: on,
+                        ..current
+                    };
+                    Expected::Hold {
+                        code: 201,
+                        status: Held,
+                        expires: next[key].expires,
+                        at: on,
+                    }
+                } else {
+                    refused("capacity_exhausted")
                 }
             }
-            (Kind::Hold(_), Unused) => refused("capacity_exhausted"),
             // A replay answers the key's hold whatever its state now, if it
             // names the slot the hold is on; any other slot is another
             // fingerprint (SPEC §9), also after a move took it away.
@@ -141,36 +167,65 @@ impl Slot {
             },
             // SPEC §17's order: cancelled, expired, (missing, started: no
             // slot of a run is either), the slot it is on (unchanged), the
-            // target's seats; the hold keeps its status and expiry.
+            // target's seats, after the target's line had what fits it; the
+            // hold keeps its status and expiry, and the old slot's line gets
+            // what is free there. A refusal changes nothing.
             (Kind::Move(_), Cancelled) => refused("hold_cancelled"),
             (Kind::Move(_), Held) if expired => refused("hold_expired"),
             (Kind::Move(to), status) if to == current.at => answer(status, current.expires),
-            (Kind::Move(to), status) if self.bookable(state, to, t) > 0 => {
-                next[key].at = to;
-                Expected::Hold {
-                    code: 200,
-                    status,
-                    expires: current.expires,
-                    at: to,
+            (Kind::Move(to), status) => {
+                let fits = self.offer(&mut next, to, t, window, timed);
+                if self.bookable(&next, to, t) > 0 {
+                    next[key].at = to;
+                    if fits & self.offer(&mut next, current.at, t, window, timed) {
+                        Expected::Hold {
+                            code: 200,
+                            status,
+                            expires: current.expires,
+                            at: to,
+                        }
+                    } else {
+                        next = state.clone();
+                        Expected::Impossible(ELSEWHERE)
+                    }
+                } else {
+                    next = state.clone();
+                    refused("capacity_exhausted")
                 }
             }
-            (Kind::Move(_), _) => refused("capacity_exhausted"),
             (Kind::Confirm, Held) if expired => refused("hold_expired"),
             (Kind::Confirm, Held | Confirmed) => {
                 // An active hold occupies a seat, so confirming it always
                 // finds one: 409 capacity_exhausted here is an oversell.
+                // An offer confirmed fulfils its entry.
                 next[key].status = Confirmed;
+                if current.entry == EntryStatus::Offered {
+                    next[key].entry = EntryStatus::Fulfilled;
+                }
                 answer(Confirmed, current.expires)
             }
             (Kind::Confirm | Kind::Extend, Cancelled) => refused("hold_cancelled"),
+            (Kind::Cancel, Cancelled) => answer(Cancelled, current.expires),
             (Kind::Cancel, _) => {
+                // An offer cancelled ends its entry; what is free goes to
+                // the slot's line in the same transaction.
                 next[key].status = Cancelled;
-                answer(Cancelled, current.expires)
+                if current.entry == EntryStatus::Offered {
+                    next[key].entry = EntryStatus::Expired;
+                }
+                if self.offer(&mut next, current.at, t, window, timed) {
+                    answer(Cancelled, current.expires)
+                } else {
+                    next = state.clone();
+                    Expected::Impossible(ELSEWHERE)
+                }
             }
             // SPEC §15.8's order: confirmed, cancelled, expired, (started:
             // no slot of a run starts), then the lifetime cap.
             (Kind::Extend, Confirmed) => refused("hold_confirmed"),
             (Kind::Extend, Held) if expired => refused("hold_expired"),
+            (Kind::Read, status) => answer(status, current.expires),
+            (Kind::Join(_) | Kind::Leave | Kind::Entry, _) => unreachable!("the line's own"),
             (Kind::Extend, Held) => {
                 let to = t.saturating_add(self.rules.ttl).min(self.cap(key));
                 if to <= current.expires {
@@ -184,20 +239,22 @@ impl Slot {
         (expected, next)
     }
 
-    /// The state after a call that answered `observed` at `t`, if the
-    /// model allows that answer then. A call whose outcome is unknown may
-    /// have acted: here it does; the search may also leave it out.
+    /// The state after a call that answered `observed` at `t` (of its
+    /// `window`), if the model allows that answer then. A call whose
+    /// outcome is unknown may have acted: here it does; the search may
+    /// also leave it out.
     pub fn step(
         &self,
         state: &State,
         kind: Kind,
         key: usize,
-        t: u64,
+        at: (u64, (u64, u64)),
         observed: &Observed,
     ) -> Option<State> {
         let timed = !matches!(observed, Observed::Hold { expires: None, .. });
-        let (expected, next) = self.apply(state, kind, key, t, timed);
+        let (expected, next) = self.apply(state, kind, key, at, timed);
         match observed {
+            _ if matches!(expected, Expected::Impossible(_)) => None,
             Observed::Unknown => Some(next),
             observed if expected.matches(observed) => Some(next),
             // SPEC §16: the client's cap, decided after the slot's own
@@ -235,12 +292,20 @@ impl Slot {
         state
             .iter()
             .enumerate()
-            .filter(|(_, k)| k.status != Status::Unused)
-            .map(|(i, k)| match k.status {
-                Status::Held if k.expires != NEVER => {
-                    format!("k{i}@{}:held until {}", k.at, ms(k.expires))
-                }
-                status => format!("k{i}@{}:{}", k.at, status.as_str()),
+            .filter(|(_, k)| k.status != Status::Unused || k.entry != EntryStatus::None)
+            .map(|(i, k)| {
+                let entry = match k.entry {
+                    EntryStatus::None => String::new(),
+                    status => format!("[entry@{} {} #{}] ", k.entry_at, status.as_str(), k.joined),
+                };
+                let hold = match k.status {
+                    Status::Unused => String::new(),
+                    Status::Held if k.expires != NEVER => {
+                        format!("@{}:held until {}", k.at, ms(k.expires))
+                    }
+                    status => format!("@{}:{}", k.at, status.as_str()),
+                };
+                format!("k{i}{entry}{hold}")
             })
             .collect::<Vec<_>>()
             .join(" ")

@@ -11,7 +11,7 @@ const FOREVER: Rules = Rules {
     max_lifetime: u64::MAX / 4,
 };
 
-fn call(client: usize, span: (u64, u64), request: Request, response: Response) -> Call {
+pub(super) fn call(client: usize, span: (u64, u64), request: Request, response: Response) -> Call {
     Call {
         client,
         invoked: span.0 * 1_000_000,
@@ -21,14 +21,14 @@ fn call(client: usize, span: (u64, u64), request: Request, response: Response) -
     }
 }
 
-fn hold(slot: u64, key: &str) -> Request {
+pub(super) fn hold(slot: u64, key: &str) -> Request {
     Request::Hold {
         slot,
         key: key.into(),
     }
 }
 
-fn held(status: u16, id: u64, key: &str, hold_status: &str) -> Response {
+pub(super) fn held(status: u16, id: u64, key: &str, hold_status: &str) -> Response {
     Response::hold(status, id, 1, key, hold_status)
 }
 
@@ -36,11 +36,11 @@ fn one_slot(capacity: u32) -> BTreeMap<u64, u32> {
     BTreeMap::from([(1, capacity)])
 }
 
-fn verdict(history: &[Call], capacity: u32) -> Report {
+pub(super) fn verdict(history: &[Call], capacity: u32) -> Report {
     verdict_under(history, capacity, FOREVER)
 }
 
-fn verdict_under(history: &[Call], capacity: u32, rules: Rules) -> Report {
+pub(super) fn verdict_under(history: &[Call], capacity: u32, rules: Rules) -> Report {
     let report = check(history, &one_slot(capacity), rules);
     println!("{report}");
     report
@@ -244,7 +244,7 @@ fn an_answer_outside_the_model_is_rejected() {
 }
 
 /// A TTL of 100 ms and a lifetime of 150 ms, as the timed tests below use.
-fn short_lived() -> Rules {
+pub(super) fn short_lived() -> Rules {
     Rules::new(Duration::from_millis(100), Duration::from_millis(150))
 }
 
@@ -252,7 +252,13 @@ const MS: u64 = 1_000_000;
 
 /// `status` with hold `id` of key `key`, created at `created` ms, expiring
 /// at `expires` ms.
-fn timed(status: u16, id: u64, key: &str, hold_status: &str, at: (u64, u64)) -> Response {
+pub(super) fn timed(
+    status: u16,
+    id: u64,
+    key: &str,
+    hold_status: &str,
+    at: (u64, u64),
+) -> Response {
     held(status, id, key, hold_status).at(at.0 * MS, at.1 * MS)
 }
 

@@ -4,24 +4,26 @@
 //! often timed to land around a hold's `expires_at`; repeated extensions
 //! meet the lifetime cap. Holds and bookings move between the slots of a
 //! pair (the first and second slot, the third and fourth…): the checker
-//! takes the slots moves join together, so pairs keep its search small. Some environments reach the database through a proxy
+//! takes the slots moves join together, so pairs keep its search small.
+//! Full slots get waiting lines (SPEC §18): callers join them, leave, and
+//! read entries, and treat the holds offered to entries as any other.
+//! Some environments reach the database through a proxy
 //! that, now and then, loses every answer in flight (the server finishes
 //! what it was sent), so `db::transact!` retries after COMMITs it never
 //! saw answered: their answers must still be exact.
 
+pub use super::calls::{call, send};
 use super::{Recorder, Request};
 use crate::proxy::Proxy;
-use crate::{TestDb, cancel_request, confirm_request, extend_request, hold_request, new_key};
+use crate::{TestDb, new_key};
 use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use shared::App;
 use shared::config::HoldRules;
-use shared::http;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// A hold the callers know of: its slot and key, and, once an answer gave
 /// them, its id, the status and the expiry that answer showed.
@@ -37,14 +39,25 @@ struct Known {
     expires_at: Option<DateTime<Utc>>,
 }
 
+/// A waiting-list entry the callers know of (SPEC §18): its slot and key,
+/// and its id once an answer gave it.
+#[derive(Clone)]
+struct Waiting {
+    slot: u64,
+    key: String,
+    id: Option<u64>,
+}
+
 /// What the callers share.
 #[derive(Clone)]
 pub struct Shared {
     pub slots: Arc<Vec<u64>>,
     known: Arc<Mutex<Vec<Known>>>,
+    entries: Arc<Mutex<Vec<Waiting>>>,
     pub rec: Recorder,
-    /// Keys some call left in doubt (a 503), replayed at the end.
-    doubtful: Arc<Mutex<Vec<(u64, String)>>>,
+    /// Requests of keys some call left in doubt (a 503), replayed at the
+    /// end.
+    doubtful: Arc<Mutex<Vec<Request>>>,
 }
 
 impl Shared {
@@ -52,6 +65,7 @@ impl Shared {
         Self {
             slots: Arc::new(slots),
             known: Arc::default(),
+            entries: Arc::default(),
             rec,
             doubtful: Arc::default(),
         }
@@ -98,7 +112,9 @@ async fn around_expiry(k: &Known, rng: &mut StdRng) {
 /// around their expiry; an extension is often tried again at once, which
 /// meets the lifetime cap), moves of holds last seen active or confirmed
 /// to the other slot of their pair, cancels of holds not last seen
-/// cancelled; its own and the other callers' alike.
+/// cancelled, reads of holds; joins of a slot's line (SPEC §18) with fresh
+/// keys, their replays, leaves and reads of entries: its own and the
+/// other callers' alike, the holds offered to entries as any other.
 pub async fn caller(client: usize, app: App, calls: usize, shared: Shared) {
     let mut rng = StdRng::from_rng(&mut rand::rng());
     let mut again: Option<Request> = None;
@@ -116,13 +132,18 @@ pub async fn caller(client: usize, app: App, calls: usize, shared: Shared) {
 }
 
 async fn next_request(shared: &Shared, rng: &mut StdRng) -> Request {
-    let roll = rng.random_range(0..100);
+    let roll = rng.random_range(0..120);
+    if roll >= 100 {
+        return line_request(shared, rng, roll - 100);
+    }
     let now = Utc::now();
-    let active = |k: &Known| k.status == "held" && k.expires_at.is_some_and(|e| e > now);
+    // An offered hold's expiry is unknown until an answer shows it.
+    let active = |k: &Known| k.status == "held" && k.expires_at.is_none_or(|e| e > now);
     let picked = {
         let known = shared.known.lock().unwrap();
+        let keyed: Vec<&Known> = known.iter().filter(|k| !k.key.is_empty()).collect();
         match roll {
-            25..35 if !known.is_empty() => Some(known[rng.random_range(0..known.len())].clone()),
+            25..35 if !keyed.is_empty() => Some(keyed[rng.random_range(0..keyed.len())].clone()),
             35..76 => pick(&known, rng, active),
             76..90 => pick(&known, rng, |k| active(k) || k.status == "confirmed"),
             90.. => pick(&known, rng, |k| k.status != "cancelled"),
@@ -150,7 +171,39 @@ async fn next_request(shared: &Shared, rng: &mut StdRng) -> Request {
             hold: k.id.expect("picked with an id"),
         },
         _ => Request::Hold {
-            slot: shared.slots[rng.random_range(0..shared.slots.len())],
+            slot: random_slot(shared, rng),
+            key: new_key().to_string(),
+        },
+    }
+}
+
+fn random_slot(shared: &Shared, rng: &mut StdRng) -> u64 {
+    shared.slots[rng.random_range(0..shared.slots.len())]
+}
+
+/// The waiting list's share of the calls (`roll` in 0..20), and reads of
+/// holds.
+fn line_request(shared: &Shared, rng: &mut StdRng, roll: u32) -> Request {
+    let entries = shared.entries.lock().unwrap();
+    let ids: Vec<u64> = entries.iter().filter_map(|e| e.id).collect();
+    let hold = pick(&shared.known.lock().unwrap(), rng, |_| true).and_then(|k| k.id);
+    match (roll, hold) {
+        (9..11, _) if !entries.is_empty() => {
+            let e = &entries[rng.random_range(0..entries.len())];
+            Request::Join {
+                slot: e.slot,
+                key: e.key.clone(),
+            }
+        }
+        (11..15, _) if !ids.is_empty() => Request::Leave {
+            entry: ids[rng.random_range(0..ids.len())],
+        },
+        (15..18, _) if !ids.is_empty() => Request::Entry {
+            entry: ids[rng.random_range(0..ids.len())],
+        },
+        (18.., Some(hold)) => Request::Read { hold },
+        _ => Request::Join {
+            slot: random_slot(shared, rng),
             key: new_key().to_string(),
         },
     }
@@ -162,32 +215,11 @@ fn partner(slots: &[u64], slot: u64) -> u64 {
     slots.get(at ^ 1).copied().unwrap_or(slot)
 }
 
-/// Makes `request` through the handlers, recorded.
-pub async fn call(app: &App, rec: &Recorder, client: usize, request: &Request) -> (u16, Value) {
-    let answer = async {
-        let response = match request {
-            Request::Hold { slot, key } => {
-                http::hold(app, hold_request(&slot.to_string(), Some(key))).await
-            }
-            Request::Confirm { hold } => {
-                http::confirm(app, confirm_request(&hold.to_string())).await
-            }
-            Request::Cancel { hold } => http::cancel(app, cancel_request(&hold.to_string())).await,
-            Request::Extend { hold } => {
-                http::extend_hold(app, extend_request(&hold.to_string())).await
-            }
-            Request::Move { hold, to } => {
-                let body = format!(r#"{{"slot_id": {to}}}"#);
-                http::move_hold(app, crate::move_request(&hold.to_string(), &body)).await
-            }
-        };
-        crate::read(response.expect("handlers answer inside Ok"))
-    };
-    rec.record(client, request.clone(), answer).await
-}
-
 /// What the answer taught the callers.
 fn learn(shared: &Shared, request: &Request, status: u16, body: &Value) {
+    if request.on_entry() {
+        return learn_entry(shared, request, status, body);
+    }
     let mut known = shared.known.lock().unwrap();
     let by_id = |hold: &u64| known.iter().position(|k| k.id == Some(*hold));
     let i = match request {
@@ -208,17 +240,23 @@ fn learn(shared: &Shared, request: &Request, status: u16, body: &Value) {
         Request::Confirm { hold }
         | Request::Cancel { hold }
         | Request::Extend { hold }
-        | Request::Move { hold, .. } => match by_id(hold) {
+        | Request::Move { hold, .. }
+        | Request::Read { hold } => match by_id(hold) {
             Some(i) => i,
             None => return,
         },
+        _ => unreachable!("an entry's request"),
     };
     if status == 503 {
-        shared
-            .doubtful
-            .lock()
-            .unwrap()
-            .push((known[i].slot, known[i].key.clone()));
+        let k = &known[i];
+        let settle = match k.id {
+            Some(hold) => Request::Read { hold },
+            None => Request::Hold {
+                slot: k.slot,
+                key: k.key.clone(),
+            },
+        };
+        shared.doubtful.lock().unwrap().push(settle);
     }
     if let (Some(id), Some(status)) = (body["id"].as_u64(), body["status"].as_str()) {
         let expires_at = body["expires_at"]
@@ -228,78 +266,98 @@ fn learn(shared: &Shared, request: &Request, status: u16, body: &Value) {
         let k = &mut known[i];
         (k.id, k.status, k.expires_at) = (Some(id), status.to_string(), expires_at);
         k.at = body["slot_id"].as_u64().unwrap_or(k.at);
+        if k.key.is_empty() {
+            // An offered hold's key, which the service made.
+            k.key = body["idempotency_key"].as_str().unwrap_or("").to_string();
+        }
     }
 }
 
-/// Replays, recorded as `client`, every key some call left in doubt, so
-/// that every hold's `created_at` and last `expires_at` are known: on the
-/// slot it was last seen on, and, if a move took it to the other slot of
-/// the pair (a replay elsewhere is another fingerprint: 422), there.
-pub async fn replay_doubtful(app: &App, client: usize, shared: &Shared) {
+/// What an answer about an entry taught the callers: the entry, and the
+/// hold offered to it.
+fn learn_entry(shared: &Shared, request: &Request, status: u16, body: &Value) {
+    let mut entries = shared.entries.lock().unwrap();
+    let i = match request {
+        Request::Join { slot, key } => match entries.iter().position(|e| e.key == *key) {
+            Some(i) => i,
+            None => {
+                entries.push(Waiting {
+                    slot: *slot,
+                    key: key.clone(),
+                    id: None,
+                });
+                entries.len() - 1
+            }
+        },
+        Request::Leave { entry } | Request::Entry { entry } => {
+            match entries.iter().position(|e| e.id == Some(*entry)) {
+                Some(i) => i,
+                None => return,
+            }
+        }
+        _ => unreachable!("a hold's request"),
+    };
+    if status == 503 {
+        let settle = match entries[i].id {
+            Some(entry) => Request::Entry { entry },
+            None => Request::Join {
+                slot: entries[i].slot,
+                key: entries[i].key.clone(),
+            },
+        };
+        shared.doubtful.lock().unwrap().push(settle);
+    }
+    if let Some(id) = body["id"].as_u64() {
+        entries[i].id = Some(id);
+    }
+    if let Some(hold) = body["hold_id"].as_u64() {
+        let mut known = shared.known.lock().unwrap();
+        if !known.iter().any(|k| k.id == Some(hold)) {
+            let slot = entries[i].slot;
+            known.push(Known {
+                slot,
+                at: slot,
+                key: String::new(),
+                id: Some(hold),
+                status: "held".to_string(),
+                expires_at: None,
+            });
+        }
+    }
+}
+
+/// Settles, recorded as `client`, every request some call left in doubt
+/// (a 503), so that every hold's `created_at` and last `expires_at`, and
+/// every entry, are known: a hold or a join whose id no answer gave is
+/// replayed, a known one read; then every entry is read, and every hold
+/// offered to one that no answer showed.
+pub async fn settle(app: &App, client: usize, shared: &Shared) {
     let doubtful = shared.doubtful.lock().unwrap().clone();
-    for (slot, key) in doubtful {
-        let at = {
-            let known = shared.known.lock().unwrap();
-            known.iter().find(|k| k.key == key).map_or(slot, |k| k.at)
-        };
-        let replay = |slot| Request::Hold {
-            slot,
-            key: key.clone(),
-        };
-        let (status, _) = call(app, &shared.rec, client, &replay(at)).await;
-        if status == 422 {
-            let other = partner(&shared.slots, at);
-            call(app, &shared.rec, client, &replay(other)).await;
-        }
+    for request in doubtful {
+        let (status, body) = call(app, &shared.rec, client, &request).await;
+        learn(shared, &request, status, &body);
     }
-}
-
-/// Until `stop` turns true: loses the proxy's answers in flight at
-/// random moments, at most `cuts` times; returns how many.
-pub async fn lose_answers(
-    proxy: Arc<Proxy>,
-    cuts: usize,
-    mut stop: watch::Receiver<bool>,
-) -> usize {
-    let mut rng = StdRng::from_rng(&mut rand::rng());
-    for done in 0..cuts {
-        let pause = Duration::from_millis(rng.random_range(50..400));
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => proxy.lose_answers(),
-            _ = stop.wait_for(|stop| *stop) => return done,
-        }
+    let entries: Vec<u64> = shared
+        .entries
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.id)
+        .collect();
+    for entry in entries {
+        let request = Request::Entry { entry };
+        let (status, body) = call(app, &shared.rec, client, &request).await;
+        learn(shared, &request, status, &body);
     }
-    cuts
-}
-
-/// Sessions of `db` idle inside a transaction this long are ones whose
-/// client is gone: a lost answer's server end, which waits for a next
-/// statement that will never come (a real server notices the dead peer
-/// by its timeouts). Ended here, their locks go with them.
-const ABANDONED: &str = "SELECT CAST(p.ID AS UNSIGNED) FROM information_schema.PROCESSLIST p \
-     JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID \
-     WHERE p.DB = ? AND p.COMMAND = 'Sleep' AND p.TIME_MS > 500";
-
-/// Until `stop` turns true, ends the abandoned sessions (above) every
-/// 100 ms; returns how many.
-pub async fn end_abandoned(db: &TestDb, mut stop: watch::Receiver<bool>) -> usize {
-    let mut ended = 0;
-    loop {
-        let ids: Vec<u64> = sqlx::query_scalar(ABANDONED)
-            .bind(&db.name)
-            .fetch_all(&db.admin)
-            .await
-            .expect("abandoned sessions");
-        for id in ids {
-            // It may have ended meanwhile.
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("KILL CONNECTION {id}")))
-                .execute(&db.admin)
-                .await;
-            ended += 1;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-            _ = stop.wait_for(|stop| *stop) => return ended,
-        }
+    let unseen: Vec<u64> = {
+        let known = shared.known.lock().unwrap();
+        known
+            .iter()
+            .filter(|k| k.key.is_empty())
+            .filter_map(|k| k.id)
+            .collect()
+    };
+    for hold in unseen {
+        call(app, &shared.rec, client, &Request::Read { hold }).await;
     }
 }
