@@ -13,7 +13,7 @@
 use shared::App;
 use shared::clients::Caller;
 use shared::config::HoldRules;
-use shared::domain::{Hold, HoldId, HoldStatus, SlotId};
+use shared::domain::{EntryStatus, Hold, HoldId, HoldStatus, SlotId};
 use shared::error::Error;
 use slot_booking_tests::proxy::{Mode, Proxy};
 use slot_booking_tests::*;
@@ -343,5 +343,48 @@ async fn a_cancel_whose_answer_is_lost_before_its_slot_is_deleted_is_still_a_cha
     assert!(done.changed);
     assert_eq!(done.hold.status, HoldStatus::Cancelled);
     assert_eq!(scene.events_of(hold, "hold.cancelled").await, 1);
+    scene.end().await;
+}
+
+/// A join whose answer is lost answers the entry as its COMMIT made it:
+/// waiting, first in line, though a cancel that ran between that COMMIT
+/// and the retry has offered it the seat since (SPEC §18).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_join_whose_commit_answer_is_lost_answers_the_entry_it_made() {
+    let scene = Scene::new(1, HoldRules::default()).await;
+    let slot = scene.slot;
+    let seat = scene.held().await.id;
+    let direct = App::new(scene.db.config(Duration::from_secs(300))).expect("app");
+    warm(&direct).await;
+    let events = locks::EventsLock::take(&scene.db).await;
+    let key = new_key();
+    let mut join =
+        scene.spawn(|app| async move { app.booking.join_waitlist(&CALLER, slot, 1, &key).await });
+    queued(&scene.db, &mut join, 1).await;
+    // The seat's hold cancelled elsewhere: it queues for the slot first.
+    let cancel = tokio::spawn(async move { direct.booking.cancel(&CALLER, seat).await });
+    scene.db.wait_for_lock_waiters(2).await;
+    scene.proxy.lose_answers();
+    // The retry, on a new connection, queues behind the cancel.
+    scene.db.wait_for_lock_waiters(3).await;
+    events.release().await;
+    let joined = join.await.unwrap().expect("the entry was made");
+    cancel.await.unwrap().expect("cancelled");
+    assert!(joined.created, "this request's own entry: 201");
+    assert_eq!(
+        (
+            joined.entry.status,
+            joined.entry.position,
+            joined.entry.hold_id
+        ),
+        (EntryStatus::Waiting, Some(1), None),
+        "the entry as the lost answer showed it"
+    );
+    let now: String = sqlx::query_scalar("SELECT status FROM waitlist_entries WHERE id = ?")
+        .bind(joined.entry.id.0)
+        .fetch_one(&scene.db.admin)
+        .await
+        .unwrap();
+    assert_eq!(now, "offered", "the cancel offered it the seat meanwhile");
     scene.end().await;
 }

@@ -109,3 +109,60 @@ async fn a_cancel_on_a_started_slot_writes_its_event_before_the_lines_end() {
     );
     db.drop().await;
 }
+
+/// A hold refused after its reclaim offered the expired seat to the line
+/// commits that reclaim, and the refusal is its answer. That COMMIT's
+/// answer lost, the refusal still stands: nothing is decided again. (A
+/// retry would be a second change for one request: here the offer, made
+/// by an environment whose holds live 1 µs, has lapsed by then, and a
+/// retry would take its seat, 201.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_hold_whose_reclaims_commit_answer_is_lost_stays_refused() {
+    use shared::clients::Caller;
+    use slot_booking_tests::proxy::Proxy;
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(1).await;
+    let app = db.app();
+    let caller = Caller::anonymous();
+    let seat = app
+        .booking
+        .hold(&caller, slot, 1, &new_key())
+        .await
+        .unwrap();
+    let entry = app
+        .booking
+        .join_waitlist(&caller, slot, 1, &new_key())
+        .await
+        .unwrap()
+        .entry;
+    // The seat's hold expires, after the join's reclaim: unreclaimed.
+    sqlx::query("UPDATE holds SET expires_at = UTC_TIMESTAMP(6) WHERE id = ?")
+        .bind(seat.hold.id.0)
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let proxy = Proxy::start().await;
+    let mut config = db.config(Duration::from_micros(1));
+    config.database_url = proxy.url_for(&db.url);
+    let fleeting = App::new(config).expect("app");
+    warm(&fleeting).await;
+    proxy.lose_the_answer_to_commit();
+    let refused = fleeting.booking.hold(&caller, slot, 1, &new_key()).await;
+    assert!(
+        matches!(refused, Err(shared::Error::CapacityExhausted(_))),
+        "the line had the seat: {refused:?}"
+    );
+    let offered: (String, Option<u64>) =
+        sqlx::query_as("SELECT status, hold_id FROM waitlist_entries WHERE id = ?")
+            .bind(entry.id.0)
+            .fetch_one(&db.admin)
+            .await
+            .unwrap();
+    assert_eq!(
+        offered.0, "offered",
+        "the refusal's reclaim landed: {offered:?}"
+    );
+    db.assert_invariants().await;
+    db.drop().await;
+}

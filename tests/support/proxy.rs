@@ -8,6 +8,7 @@
 //! proxy.set(Mode::Refuse).await;      // the database is unreachable
 //! proxy.set(Mode::Up).await;          // and back
 //! proxy.lose_answers().await;         // what is in flight arrives, its answer never does
+//! proxy.lose_the_answer_to_commit();  // the next plain COMMIT's answer, and all after it
 //! ```
 
 use crate::{TestDb, server_url};
@@ -17,7 +18,7 @@ use sqlx::mysql::MySqlConnectOptions;
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -49,6 +50,8 @@ pub struct Proxy {
     flowing: Arc<AtomicUsize>,
     /// Bumped by [`Proxy::lose_answers`].
     cut: watch::Sender<u64>,
+    /// Armed by [`Proxy::lose_the_answer_to_commit`].
+    commit_trap: Arc<AtomicBool>,
     accept_loop: JoinHandle<()>,
 }
 
@@ -80,11 +83,12 @@ impl Proxy {
         let (applied_tx, applied) = watch::channel(Mode::Up);
         let flowing = Arc::new(AtomicUsize::new(0));
         let (cut, cut_rx) = watch::channel(0);
+        let commit_trap = Arc::new(AtomicBool::new(false));
         let accept_loop = tokio::spawn(accept_loop(
             listener,
             addr,
             upstream,
-            (mode_rx, cut_rx),
+            (mode_rx, cut_rx, commit_trap.clone()),
             applied_tx,
             flowing.clone(),
         ));
@@ -94,6 +98,7 @@ impl Proxy {
             applied,
             flowing,
             cut,
+            commit_trap,
             accept_loop,
         }
     }
@@ -134,6 +139,13 @@ impl Proxy {
         self.cut.send_modify(|cuts| *cuts += 1);
     }
 
+    /// The next connection to send a plain `COMMIT` (not a procedure's)
+    /// loses every answer from then on, as [`Proxy::lose_answers`] says:
+    /// the COMMIT commits, its answer never arrives. Once.
+    pub fn lose_the_answer_to_commit(&self) {
+        self.commit_trap.store(true, Ordering::SeqCst);
+    }
+
     /// `url` (a `mysql://` URL of the test server) going through the proxy.
     pub fn url_for(&self, url: &str) -> String {
         MySqlConnectOptions::from_str(url)
@@ -166,7 +178,7 @@ async fn accept_loop(
     listener: TcpListener,
     addr: SocketAddr,
     upstream: Upstream,
-    (mut mode, cut): (watch::Receiver<Mode>, watch::Receiver<u64>),
+    (mut mode, cut, trap): (watch::Receiver<Mode>, watch::Receiver<u64>, Arc<AtomicBool>),
     applied: watch::Sender<Mode>,
     flowing: Arc<AtomicUsize>,
 ) {
@@ -199,7 +211,8 @@ async fn accept_loop(
                     Mode::Up => {
                         flowing.fetch_add(1, Ordering::SeqCst);
                         let guard = Flowing(flowing.clone());
-                        tokio::spawn(forward(client, upstream.clone(), (mode.clone(), cut.clone()), guard));
+                        let watched = (mode.clone(), cut.clone(), trap.clone());
+                        tokio::spawn(forward(client, upstream.clone(), watched, guard));
                     }
                     Mode::Blackhole => {
                         tokio::spawn(silence(client, mode.clone()));
@@ -223,17 +236,22 @@ impl Drop for Flowing {
 async fn forward(
     mut client: TcpStream,
     upstream: Upstream,
-    (mut mode, mut cut): (watch::Receiver<Mode>, watch::Receiver<u64>),
+    (mut mode, mut cut, trap): (watch::Receiver<Mode>, watch::Receiver<u64>, Arc<AtomicBool>),
     flowing: Flowing,
 ) {
     let Ok(mut server) = TcpStream::connect((upstream.host.as_str(), upstream.port)).await else {
         return;
     };
     cut.borrow_and_update();
-    let answers_lost = tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => false,
-        _ = mode.wait_for(|mode| *mode != Mode::Up) => false,
-        changed = cut.changed() => changed.is_ok(),
+    let answers_lost = {
+        let (mut from_client, mut to_client) = client.split();
+        let (mut from_server, mut to_server) = server.split();
+        tokio::select! {
+            sent = requests(&mut from_client, &mut to_server, &trap) => sent.unwrap_or(false),
+            _ = tokio::io::copy(&mut from_server, &mut to_client) => false,
+            _ = mode.wait_for(|mode| *mode != Mode::Up) => false,
+            changed = cut.changed() => changed.is_ok(),
+        }
     };
     if answers_lost {
         drop(client);
@@ -253,6 +271,30 @@ async fn forward(
         drop(client);
         drop(server);
         drop(flowing);
+    }
+}
+
+/// Copies the client's requests to the server until either end closes
+/// (`false`) or, the trap armed, a plain `COMMIT` has been sent (`true`,
+/// the trap disarmed): a COM_QUERY packet, its length 7.
+async fn requests(
+    from: &mut tokio::net::tcp::ReadHalf<'_>,
+    to: &mut tokio::net::tcp::WriteHalf<'_>,
+    trap: &AtomicBool,
+) -> std::io::Result<bool> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const COMMIT: &[u8] = b"\x07\x00\x00\x00\x03COMMIT";
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(false);
+        }
+        to.write_all(&buf[..n]).await?;
+        let commit = buf[..n].windows(COMMIT.len()).any(|w| w == COMMIT);
+        if commit && trap.swap(false, Ordering::SeqCst) {
+            return Ok(true);
+        }
     }
 }
 

@@ -259,7 +259,14 @@ impl Booking {
                     // The bound moved for a hold that is not made.
                     allowance::give_back(&mut tx, client, quantity).await?;
                 }
-                tx.commit().await?; // keep the reclaim
+                // Keep the reclaim and its offers. Whether or not this
+                // COMMIT landed, the hold was not made: the refusal stands.
+                // A retry would decide again (a seat freed since would
+                // make it a second change for one request, which the lost
+                // answer never said).
+                if let Err(err) = tx.commit().await {
+                    tracing::warn!(error = %err, "a refused hold's reclaim may not have landed");
+                }
                 return Err(Error::CapacityExhausted(slot_id));
             }
             sqlx::query(Self::HOLD_CLAIM_RECLAIMED)

@@ -79,7 +79,7 @@ impl Booking {
         quantity: u32,
         key: &IdempotencyKey,
     ) -> Result<Joined, Error> {
-        let mut written: Option<EntryId> = None;
+        let mut written: Option<Entry> = None;
         let mut offered = false;
         let outcome = db::transact!(&self.pool, "join", self.deadline(), |conn| {
             self.join_once(
@@ -102,19 +102,18 @@ impl Booking {
         caller: &Caller,
         (slot_id, quantity): (SlotId, u32),
         key: &IdempotencyKey,
-        (written, offered): (&mut Option<EntryId>, &mut bool),
+        (written, offered): (&mut Option<Entry>, &mut bool),
     ) -> Result<Joined, Error> {
         let (client, cap) = (caller.id, caller.held_cap);
         // This request's own entry, committed by an earlier attempt whose
-        // answer was lost (its id is never reused): 201, as that answer.
-        let found = |entry: Entry| {
-            if Some(entry.id) == *written {
-                return Ok(Joined {
-                    entry,
-                    created: true,
-                });
-            }
-            replay(entry, slot_id, quantity)
+        // answer was lost (its id is never reused): 201 with the entry as
+        // that answer showed it, whatever changed it since (an offer).
+        let found = |entry: Entry| match written.as_ref() {
+            Some(mine) if mine.id == entry.id => Ok(Joined {
+                entry: mine.clone(),
+                created: true,
+            }),
+            _ => replay(entry, slot_id, quantity),
         };
         if let Some(entry) = find_entry_by_key(&mut **conn, client, key).await? {
             return found(entry);
@@ -225,7 +224,7 @@ impl Booking {
             .await?
             .ok_or(Error::EntryNotFound(id))?;
         let event = entry_event(EventType::WaitlistJoined, &entry)?;
-        *written = Some(id);
+        *written = Some(entry.clone());
         commit_with(tx, &[event]).await?;
         Ok(Joined {
             entry,
