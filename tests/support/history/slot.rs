@@ -254,19 +254,18 @@ impl Slot {
         let timed = !matches!(observed, Observed::Hold { expires: None, .. });
         let (expected, next) = self.apply(state, kind, key, at, timed);
         match observed {
+            // SPEC §16: the client's cap, decided after the slot's own
+            // checks (§19.1), so only where the slot would have granted
+            // the hold (its offers rolled back with it, wherever their
+            // holds came from); it changes nothing here. Whether the
+            // client was over its cap is `caps.rs`'s to check.
+            Observed::Error { code: 409, reason } if reason == "hold_limit_reached" => {
+                let (granted, _) = self.apply(state, kind, key, (at.0, (0, u64::MAX)), timed);
+                matches!(granted, Expected::Hold { code: 201, .. }).then(|| state.clone())
+            }
             _ if matches!(expected, Expected::Impossible(_)) => None,
             Observed::Unknown => Some(next),
             observed if expected.matches(observed) => Some(next),
-            // SPEC §16: the client's cap, decided after the slot's own
-            // checks (§19.1), so only where the slot would have granted
-            // the hold; it changes nothing here. Whether the client was
-            // over its cap is `caps.rs`'s to check.
-            Observed::Error { code: 409, reason }
-                if reason == "hold_limit_reached"
-                    && matches!(expected, Expected::Hold { code: 201, .. }) =>
-            {
-                Some(state.clone())
-            }
             _ => None,
         }
     }
