@@ -21,9 +21,11 @@
 
 mod cachedown;
 mod coldstart;
+mod delay;
 mod e2e;
 mod fair;
 mod feed;
+mod hot;
 mod lifecycle;
 mod markdown;
 mod measure;
@@ -75,6 +77,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "lifecycle",
         "SPEC §17: a booking moved to another slot vs a confirm (spread over 1,000 slots, 1 and 8 env)",
+    ),
+    (
+        "hot",
+        "issue 32: one hot slot's holds, service vs raw, 8 and 32 env, direct and through a delay line adding 0.5 ms per round trip",
     ),
     (
         "cache_down",
@@ -210,6 +216,7 @@ async fn run(options: Options) -> Result<(), String> {
             "storm" => scenarios::storm(&bench, &mut emit).await,
             "fair_use" => fair::run(&bench, timing, &mut emit).await,
             "lifecycle" => lifecycle::run(&bench, timing, &mut emit).await,
+            "hot" => hot::run(&bench, timing, &mut emit).await,
             "cache_down" => cachedown::run(&bench, timing, &mut emit).await,
             "scale" => scale::run(&server, &redis_url, timing, &mut emit).await,
             "feed" => feed::run(&server, &redis_url, timing, &mut emit).await,

@@ -16,6 +16,7 @@ pub const IN_PLACE: &[&str] = &[
     "revision",
     "fair_use",
     "lifecycle",
+    "hot",
 ];
 
 /// The section of `group`, markers included.
@@ -28,6 +29,7 @@ pub fn render(group: &str, meta: &Meta, rows: &[Row], targets: &[Target], full: 
         "revision" => revision(meta, rows, targets, full),
         "fair_use" => fair_use(meta, rows, targets, full),
         "lifecycle" => lifecycle(meta, rows, targets, full),
+        "hot" => hot(meta, rows, targets, full),
         _ => String::new(),
     };
     format!("{begin}\n{body}{end}\n")
@@ -297,6 +299,35 @@ fn lifecycle(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> Strin
             .iter()
             .any(|p| t.target.starts_with(p))
         }),
+    );
+    md
+}
+
+fn hot(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
+    let mut md = String::new();
+    let w = &mut md;
+    let _ = writeln!(w, "## A hot slot at cloud latency\n");
+    let _ = writeln!(w, "{}", measured_at("hot", meta, full));
+    let _ = writeln!(
+        w,
+        "*{}*: holds on one slot, 8 and 32 environments, the service's hold (a request as \
+         the service gets it, the gate first) against the raw statements of its sequence \
+         (`raw.rs`), in alternating rounds on twin slots. *delay_0us* reaches the database \
+         straight; *delay_500us* through a delay line (`bench/src/delay.rs`: a loopback proxy \
+         that holds each chunk for half the delay in each direction, in order, a thread pair \
+         per direction of each connection, so neither requests nor connections queue behind \
+         each other's delay), as RDS Proxy adds 0.3–1 ms per round trip on AWS. \
+         `added_round_trip_ms` is what the line added, measured (median of 200 `SELECT 1` \
+         through it less the median straight). Today's hold keeps the slot's row lock across \
+         the claim's answer, the INSERT, the read-back and the COMMIT: its rate on one slot is \
+         about one over those round trips.\n",
+        crate::hot::SCENARIO
+    );
+    facts_rows_and_targets(
+        w,
+        rows,
+        &["hot."],
+        targets.iter().filter(|t| t.target.starts_with("hot slot")),
     );
     md
 }

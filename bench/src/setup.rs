@@ -244,11 +244,17 @@ impl Bench {
 
     /// `count` environments, connected (database and cache) and ready.
     pub async fn envs(&self, count: usize) -> Result<Vec<Env>, String> {
+        self.envs_at(count, &self.url).await
+    }
+
+    /// [`Bench::envs`] reaching the bench database at `url` (through a
+    /// delay line, `delay.rs`).
+    pub async fn envs_at(&self, count: usize, url: &str) -> Result<Vec<Env>, String> {
         let mut envs = Vec::with_capacity(count);
         let turn = Arc::new(AtomicUsize::new(0));
         for _ in 0..count {
             let config = Config {
-                database_url: self.url.clone(),
+                database_url: url.to_string(),
                 redis_url: Some(self.redis_url.clone()),
                 // The longest allowed: a measured run of cache hits stays
                 // inside one freshness window.

@@ -41,6 +41,7 @@ pub(crate) fn table<'r>(w: &mut String, rows: impl Iterator<Item = &'r Row>) {
                         | "capacity"
                         | "statements_per_call"
                         | "bare_commit_p50_ms"
+                        | "added_round_trip_ms"
                         | "phase_s"
                         | "cache_connects_per_env_so_far"
                 )
