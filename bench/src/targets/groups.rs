@@ -324,3 +324,34 @@ pub(super) fn lifecycle_targets(rows: &[Row]) -> Vec<Target> {
     }
     out
 }
+
+/// Issue 32's: one hot slot's holds, the service against today's
+/// statements (the raw arm), at 0.5 ms added per round trip ≥ 2 × at 8
+/// environments and ≥ 2.5 × at 32, and straight ≥ 1.25 × at 8. Unmet
+/// until the hold keeps its slot's lock for no client round trip.
+pub(super) fn hot_targets(rows: &[Row]) -> Vec<Target> {
+    [(0, 8, 1.25), (500, 8, 2.0), (500, 32, 2.5)]
+        .into_iter()
+        .map(|(delay_us, clients, floor)| {
+            let scenario = format!("{}.delay_{delay_us}us", crate::hot::SCENARIO);
+            let ops = |variant| {
+                find(rows, &scenario, variant, Some(clients))
+                    .and_then(|row| row.stats.as_ref())
+                    .map(|stats| stats.ops_per_s)
+            };
+            let judged = match (ops("service"), ops("raw")) {
+                (Some(service), Some(raw)) if raw > 0.0 => {
+                    let r = service / raw;
+                    Some((format!("{service:.0} vs {raw:.0} ops/s = {r:.2}"), r >= floor))
+                }
+                _ => None,
+            };
+            Target::new(
+                format!(
+                    "hot slot's hold, {delay_us} µs added: ≥ {floor} × today's statements ({clients} env)"
+                ),
+                judged,
+            )
+        })
+        .collect()
+}

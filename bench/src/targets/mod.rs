@@ -286,5 +286,6 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     out.extend(groups::revision_targets(rows));
     out.extend(groups::fair_use_targets(rows));
     out.extend(groups::lifecycle_targets(rows));
+    out.extend(groups::hot_targets(rows));
     out
 }
