@@ -90,7 +90,7 @@ async fn the_real_services_history_under_a_randomized_concurrent_workload_is_lin
     workload::settle(&direct, CALLERS, &shared).await;
     epilogues::refusals_at_the_cap_and_after_expiry(&direct, &shared, epilogue, ttl, lifetime)
         .await;
-    epilogues::a_line_served(&direct, &shared, line, ttl).await;
+    epilogues::a_line_served(&direct, &shared, (line, epilogue), ttl).await;
     let history = recorder.history();
     let report = check(&history, &capacities, Rules::new(ttl, lifetime));
     let outcomes = outcomes(&history);

@@ -28,7 +28,7 @@
 
 use super::ids::is_entry;
 use super::model::{EntryStatus, ms};
-use super::partition::{Partition, partition, short, show};
+use super::partition::{Op, Partition, partition, short, show};
 use super::slot::{Slot, State};
 use super::{Call, Rules};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -154,7 +154,7 @@ fn children(
         at.push(earliest);
         at.sort_unstable();
         at.dedup();
-        let mut after: Vec<State> = Vec::new();
+        let mut after: Vec<(u64, State)> = Vec::new();
         for t in at {
             let Some(next) =
                 p.model
@@ -165,14 +165,31 @@ fn children(
             // The same answer may leave another state at a later instant:
             // a hold refused before an expiry, or after it with the seat
             // offered to the line (SPEC §18).
-            if !after.contains(&next) {
-                after.push(next.clone());
-                out.push((i, t, next));
+            if !after.iter().any(|(_, s)| *s == next) {
+                after.push((t, next));
             }
         }
+        // Of those, first the one that makes the offers whose holds were
+        // made during this call: the other ones are cut only once every
+        // call that may have made them is placed.
+        after.sort_by_key(|(_, next)| std::cmp::Reverse(made_here(p, op, &node.state, next)));
+        out.extend(after.into_iter().map(|(t, next)| (i, t, next)));
     }
     out.reverse();
     out
+}
+
+/// The entries `op` offers between `before` and `after` whose offered
+/// hold an answer showed made during `op`.
+fn made_here(p: &Partition, op: &Op, before: &State, after: &State) -> usize {
+    let (from, to) = op.window();
+    (0..after.len())
+        .filter(|&key| {
+            before[key].entry != EntryStatus::Offered
+                && after[key].entry == EntryStatus::Offered
+                && p.model.created[key].is_some_and(|c| from <= c && c <= to)
+        })
+        .count()
 }
 
 /// Wing & Gong's search on one slot's calls (sorted by invocation):

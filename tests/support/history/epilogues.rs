@@ -13,8 +13,15 @@ use std::time::Duration;
 /// join, the hold cancelled (the entry offered), the offer confirmed (the
 /// entry fulfilled); a second join, the booking cancelled (the second
 /// entry offered); a third join, the offer let expire, then a hold that
-/// first offers its seat to the third entry (and is refused).
-pub async fn a_line_served(app: &App, shared: &Shared, slot: u64, ttl: Duration) {
+/// first offers its seat to the third entry (and is refused); that offer
+/// moved to `elsewhere` (a free slot of one seat) and confirmed there, and
+/// the first hold's key replayed.
+pub async fn a_line_served(
+    app: &App,
+    shared: &Shared,
+    (slot, elsewhere): (u64, u64),
+    ttl: Duration,
+) {
     let client = usize::MAX - 1;
     let call = |request| async move { workload::call(app, &shared.rec, client, &request).await };
     let hold = || Request::Hold {
@@ -27,7 +34,8 @@ pub async fn a_line_served(app: &App, shared: &Shared, slot: u64, ttl: Duration)
     };
     let id = |body: &Value, field: &str| body[field].as_u64().expect(field);
     assert_eq!(call(join()).await.0, 409, "the seat is free");
-    let (_, held) = call(hold()).await;
+    let first_hold = hold();
+    let (_, held) = call(first_hold.clone()).await;
     let (_, first) = call(join()).await;
     assert_eq!(first["position"], 1, "{first}");
     call(Request::Cancel {
@@ -54,12 +62,21 @@ pub async fn a_line_served(app: &App, shared: &Shared, slot: u64, ttl: Duration)
     let third = id(&third, "id");
     let (_, offered) = call(Request::Entry { entry: third }).await;
     assert_eq!(offered["status"], "offered", "{offered}");
-    call(Request::Read {
-        hold: id(&offered, "hold_id"),
-    })
-    .await;
+    let last = id(&offered, "hold_id");
+    call(Request::Read { hold: last }).await;
     let (_, ended) = call(Request::Entry { entry: second }).await;
     assert_eq!(ended["status"], "expired", "{ended}");
+    let (status, moved) = call(Request::Move {
+        hold: last,
+        to: elsewhere,
+    })
+    .await;
+    assert_eq!(status, 200, "{moved}");
+    call(Request::Confirm { hold: last }).await;
+    let (_, fulfilled) = call(Request::Entry { entry: third }).await;
+    assert_eq!(fulfilled["status"], "fulfilled", "{fulfilled}");
+    let (status, replayed) = call(first_hold).await;
+    assert_eq!(status, 200, "{replayed}");
 }
 
 /// Every refusal the run is judged on, made at least once whatever the
