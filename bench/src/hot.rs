@@ -1,8 +1,8 @@
 //! hot: one hot slot at cloud latency (issue 32). Through RDS Proxy every
 //! round trip costs 0.3–1 ms, and a hold keeps its slot's row lock across
 //! several: one slot's holds per second are then bounded by the round
-//! trips under the lock, not by the database. The service's hold against
-//! the raw statements of today's sequence (`raw.rs`), in alternating
+//! trips under the lock, not by the database. The service's hold and
+//! confirm against the raw statements of today's sequences (`raw.rs`), in alternating
 //! rounds on twin slots, at 8 and 32 environments, straight to the
 //! database and through a delay line that adds 0.5 ms to each round trip
 //! (`delay.rs`; what it added, measured, is on each row).
@@ -10,12 +10,13 @@
 use crate::delay::{self, DelayLine};
 use crate::measure::round;
 use crate::report::Row;
-use crate::scenarios::{Arm, HoldCase, Preload, Timing, Variant, compare_holds};
+use crate::scenarios::{Arm, HoldCase, Preload, Timing, Variant, compare_holds, confirm_cases};
 use crate::setup::{Bench, ROOMY};
 use serde_json::json;
 use std::time::Duration;
 
 pub const SCENARIO: &str = "hot.hold.one_slot";
+pub const CONFIRM: &str = "hot.confirm.one_slot";
 
 /// The added round trips measured: none, and RDS Proxy's typical half
 /// millisecond.
@@ -55,6 +56,15 @@ pub async fn run(bench: &Bench, timing: Timing, emit: &mut dyn FnMut(Row)) -> Re
             };
             compare_holds(bench, &envs, timing, case, &mut tagged).await?;
         }
+        // Confirms of pre-made holds on one slot, the same arms.
+        let confirms = format!("{CONFIRM}.delay_{}us", delay.as_micros());
+        let mut tagged = |mut row: Row| {
+            row.params["added_round_trip_ms"] = json!(round(added, 3));
+            emit(row);
+        };
+        let arms = [Variant::Service, Variant::Raw];
+        let cases = [(confirms.as_str(), 1)];
+        confirm_cases(bench, &envs, timing, &mut tagged, &arms, &cases, &[8, 32]).await?;
     }
     Ok(())
 }

@@ -323,8 +323,11 @@ fn hot(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
          answer, the INSERT, the read-back and the COMMIT: through the line, its rate on one \
          slot is about one over four added round trips, whatever the environments. Both arms \
          are today's design, so issue 32's targets below fail until the hold keeps the lock \
-         for no client round trip.\n",
-        crate::hot::SCENARIO
+         for no client round trip. *{}*: confirms of pre-made holds on one slot, the same \
+         arms, environments and delays (the confirm keeps the lock across its consume, its \
+         mark, its read-back and its COMMIT).\n",
+        crate::hot::SCENARIO,
+        crate::hot::CONFIRM
     );
     facts_rows_and_targets(
         w,

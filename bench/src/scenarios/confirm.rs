@@ -4,7 +4,7 @@
 use super::{Arm, HoldCase, Preload, Timing, Variant, alternate, compare_holds};
 use crate::measure::Outcome;
 use crate::report::Row;
-use crate::setup::{Bench, ROOMY};
+use crate::setup::{Bench, Env, ROOMY};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,7 +20,16 @@ pub async fn confirms(
     bench.reset().await?;
     let variants = [Variant::Service, Variant::ServiceNoCache, Variant::Raw];
     let cases = [("confirm.one_slot", 1), ("confirm.spread_1000", 1_000)];
-    confirm_cases(bench, timing, emit, &variants, &cases, &[1, 8]).await
+    confirm_cases(
+        bench,
+        &bench.envs(8).await?,
+        timing,
+        emit,
+        &variants,
+        &cases,
+        &[1, 8],
+    )
+    .await
 }
 
 /// The outbox's arms: with the event, without it, and without it again
@@ -72,7 +81,16 @@ pub async fn outbox(
         ("outbox.confirm.one_slot", 1),
         ("outbox.confirm.spread_1000", 1_000),
     ];
-    confirm_cases(bench, timing, emit, &variants, &cases, &[1, 8]).await
+    confirm_cases(
+        bench,
+        &bench.envs(8).await?,
+        timing,
+        emit,
+        &variants,
+        &cases,
+        &[1, 8],
+    )
+    .await
 }
 
 /// Issue 28's cost: the raw sequences with today's statements and with
@@ -109,20 +127,30 @@ pub async fn revision(
         ("revision.confirm.one_slot", 1),
         ("revision.confirm.spread_1000", 1_000),
     ];
-    confirm_cases(bench, timing, emit, &ARMS, &cases, &[1, 8]).await
+    confirm_cases(
+        bench,
+        &bench.envs(8).await?,
+        timing,
+        emit,
+        &ARMS,
+        &cases,
+        &[1, 8],
+    )
+    .await
 }
 
 /// Confirms of pre-made holds by each of `variants`, in alternating
-/// rounds, for each `(scenario, slots)` of `cases` at each of `clients`.
-async fn confirm_cases(
+/// rounds, for each `(scenario, slots)` of `cases` at each of `clients`,
+/// by the first of `envs`.
+pub(crate) async fn confirm_cases(
     bench: &Bench,
+    envs: &[Env],
     timing: Timing,
     emit: &mut dyn FnMut(Row),
     variants: &[Variant],
     cases: &[(&str, usize)],
     client_counts: &[usize],
 ) -> Result<(), String> {
-    let envs = bench.envs(8).await?;
     // Enough pre-made holds for 5,000 confirms/s during the whole case:
     // an arm that runs out stops early and reads slower than it is.
     let total_secs = (timing.seconds + timing.warmup).as_secs_f64() * variants.len() as f64;

@@ -21,6 +21,7 @@ mod storm;
 mod variant;
 pub(crate) use variant::HOLD_TTL_MICROS;
 
+pub(crate) use confirm::confirm_cases;
 pub use confirm::{confirms, outbox, revision};
 pub use storm::storm;
 pub(crate) use variant::Variant;

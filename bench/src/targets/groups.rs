@@ -325,15 +325,17 @@ pub(super) fn lifecycle_targets(rows: &[Row]) -> Vec<Target> {
     out
 }
 
-/// Issue 32's: one hot slot's holds, the service against today's
+/// Issue 32's: one hot slot's holds and confirms, the service against today's
 /// statements (the raw arm), at 0.5 ms added per round trip ≥ 2 × at 8
 /// environments and ≥ 2.5 × at 32, and straight ≥ 1.25 × at 8. Unmet
 /// until the hold keeps its slot's lock for no client round trip.
 pub(super) fn hot_targets(rows: &[Row]) -> Vec<Target> {
-    [(0, 8, 1.25), (500, 8, 2.0), (500, 32, 2.5)]
+    let cases = [(0, 8, 1.25), (500, 8, 2.0), (500, 32, 2.5)];
+    [("hold", crate::hot::SCENARIO), ("confirm", crate::hot::CONFIRM)]
         .into_iter()
-        .map(|(delay_us, clients, floor)| {
-            let scenario = format!("{}.delay_{delay_us}us", crate::hot::SCENARIO);
+        .flat_map(|what| cases.map(|case| (what, case)))
+        .map(|((what, prefix), (delay_us, clients, floor))| {
+            let scenario = format!("{prefix}.delay_{delay_us}us");
             let ops = |variant| {
                 find(rows, &scenario, variant, Some(clients))
                     .and_then(|row| row.stats.as_ref())
@@ -348,7 +350,7 @@ pub(super) fn hot_targets(rows: &[Row]) -> Vec<Target> {
             };
             Target::new(
                 format!(
-                    "hot slot's hold, {delay_us} µs added: ≥ {floor} × today's statements ({clients} env)"
+                    "hot slot's {what}, {delay_us} µs added: ≥ {floor} × today's statements ({clients} env)"
                 ),
                 judged,
             )
