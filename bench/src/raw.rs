@@ -77,8 +77,9 @@ async fn commit(tx: Tx<'_>, outbox: Outbox, kind: EventType, row: HoldRow) -> Re
     commit_with(tx, &[event]).await.map_err(service)
 }
 
-/// The columns of [`HoldRow`], in its order, and `expires_at <= now`:
-/// the expiry checks read fields by position, with no conversion.
+/// The columns of [`HoldRow`], in its order (the offered hold's entry
+/// last), and `expires_at <= now`: the expiry checks read fields by
+/// position, with no conversion.
 type HoldRowExpired = (
     u64,
     u64,
@@ -92,6 +93,7 @@ type HoldRowExpired = (
     DateTime<Utc>,
     DateTime<Utc>,
     bool,
+    Option<u64>,
     bool,
 );
 
@@ -260,7 +262,7 @@ pub async fn confirm(
         .bind(hold)
         .fetch_one(&mut *tx)
         .await?;
-    if row.5 != "held" || row.12 {
+    if row.5 != "held" || row.13 {
         tx.rollback().await?;
         return Ok(Outcome::Done("409"));
     }
