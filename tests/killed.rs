@@ -6,9 +6,10 @@
 //! The test makes each one block inside its transaction deterministically
 //! (a test transaction holds a lock it needs), sees it waiting there with
 //! the slot's row locked, kills it, releases its own lock, and checks that
-//! nothing of the killed transaction remains, that the slot's lock is free
-//! again, and that the client's retry, in a new execution environment,
-//! applies exactly once.
+//! nothing of the killed transaction remains (statements sent one by one)
+//! or that the server finished it (one CALL, sent whole), that the slot's
+//! lock is free again, and that the client's retry, in a new execution
+//! environment, applies exactly once.
 
 use serde_json::Value;
 use shared::domain::SlotId;
@@ -264,12 +265,35 @@ async fn kill_inside(
     );
 }
 
-#[tokio::test]
-async fn a_hold_process_killed_after_its_seat_claim_leaves_nothing_and_its_retry_holds_once() {
+/// Where a killed process's change stood: sent statement by statement
+/// (the locked sequence), its transaction is the server's to roll back once
+/// the client is gone; sent as one CALL (the common path, docs/DESIGN.md
+/// "One CALL under the lock"), the server runs the CALL to its end, COMMIT
+/// included, as it would a COMMIT already sent.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Path {
+    Locked,
+    OneCall,
+}
+
+/// A hold killed while its INSERT waits on the key's index, after its claim
+/// took the slot's row and `held + 1`. On the locked path (a slot with a
+/// share per client) nothing of it remains and the client's retry holds
+/// once (201); in one CALL the server finishes it once the index is free,
+/// and the retry, a new request with the same key, finds that hold (200):
+/// one hold, one seat, either way.
+async fn killed_after_its_seat_claim(path: Path) {
     let db = TestDb::new().await;
     let app = db.app();
     let slot = db.insert_slot(2).await;
     let other = db.insert_slot(1).await;
+    if path == Path::Locked {
+        sqlx::query("UPDATE slots SET max_seats_per_client = 2 WHERE id = ?")
+            .bind(slot.0)
+            .execute(&db.admin)
+            .await
+            .expect("a share: the locked path");
+    }
     hold(&app, slot, &key())
         .await
         .assert_status(201, "an earlier hold");
@@ -293,12 +317,21 @@ async fn a_hold_process_killed_after_its_seat_claim_leaves_nothing_and_its_retry
     function.invoke(hold_event(slot, &k));
     kill_inside(&db, slot, function, blocker, "INSERT INTO holds").await;
 
-    assert_eq!(
-        counters(&db, slot).await,
-        before,
-        "the claim was rolled back"
-    );
-    assert_eq!(holds(&db).await, rows_before, "no hold row was written");
+    let killed = counters(&db, slot).await;
+    match path {
+        Path::Locked => {
+            assert_eq!(killed, before, "the claim was rolled back");
+            assert_eq!(holds(&db).await, rows_before, "no hold row was written");
+        }
+        Path::OneCall => {
+            assert_eq!(
+                (killed.0, killed.1),
+                (before.0, before.1 + 1),
+                "the CALL ran to its end: one seat held"
+            );
+            assert_eq!(holds(&db).await.len(), rows_before.len() + 1, "its hold");
+        }
+    }
     db.assert_held_counter().await;
     db.assert_invariants().await;
 
@@ -306,7 +339,8 @@ async fn a_hold_process_killed_after_its_seat_claim_leaves_nothing_and_its_retry
     // environment serves it.
     let mut fresh = Function::start("hold", &db).await;
     let (status, body) = fresh.call(hold_event(slot, &k)).await;
-    assert_eq!(status, 201, "the retried hold: {body}");
+    let retried = if path == Path::Locked { 201 } else { 200 };
+    assert_eq!(status, retried, "the retried hold: {body}");
     assert_eq!(body["idempotency_key"], k);
     let (status, again) = fresh.call(hold_event(slot, &k)).await;
     assert_eq!((status, &again["id"]), (200, &body["id"]), "a replay");
@@ -326,11 +360,21 @@ async fn a_hold_process_killed_after_its_seat_claim_leaves_nothing_and_its_retry
     db.drop().await;
 }
 
+#[tokio::test]
+async fn a_hold_process_killed_after_its_seat_claim_leaves_nothing_and_its_retry_holds_once() {
+    killed_after_its_seat_claim(Path::Locked).await;
+}
+
+#[tokio::test]
+async fn a_hold_process_killed_inside_its_call_holds_once_and_its_retry_finds_it() {
+    killed_after_its_seat_claim(Path::OneCall).await;
+}
+
 /// Confirm and cancel lock the slot's row, then the hold's: with the hold's
 /// row locked by the test, the function waits holding the slot's.
 async fn killed_waiting_for_the_hold_row(
     function: &str,
-    confirmed_first: bool,
+    (path, confirmed_first): (Path, bool),
     event: fn(&str) -> Value,
     expect: (&str, i64, i64),
 ) {
@@ -354,25 +398,26 @@ async fn killed_waiting_for_the_hold_row(
         .expect("lock the hold row");
     let process = Function::start(function, &db).await;
     process.invoke(event(&id));
-    kill_inside(
-        &db,
-        slot,
-        process,
-        blocker,
-        "FROM holds WHERE id = ? FOR UPDATE",
-    )
-    .await;
+    // The locked path's LOCK_HOLD, or the procedure's, its parameter shown
+    // by name.
+    kill_inside(&db, slot, process, blocker, "FROM holds WHERE id = ").await;
 
-    assert_eq!(
-        counters(&db, slot).await,
-        before,
-        "{function}: slot unchanged"
-    );
-    assert_eq!(holds(&db).await, rows_before, "{function}: hold unchanged");
+    let (state, remaining, held_seats) = expect;
+    let killed = counters(&db, slot).await;
+    match path {
+        Path::Locked => {
+            assert_eq!(killed, before, "{function}: slot unchanged");
+            assert_eq!(holds(&db).await, rows_before, "{function}: hold unchanged");
+        }
+        Path::OneCall => assert_eq!(
+            (i64::from(killed.0), i64::from(killed.1)),
+            (remaining, held_seats),
+            "{function}: the CALL ran to its end"
+        ),
+    }
     db.assert_held_counter().await;
     db.assert_invariants().await;
 
-    let (state, remaining, held_seats) = expect;
     let mut fresh = Function::start(function, &db).await;
     for attempt in ["the retry", "a replay"] {
         let (status, body) = fresh.call(event(&id)).await;
@@ -390,15 +435,18 @@ async fn killed_waiting_for_the_hold_row(
     db.drop().await;
 }
 
+/// The confirm's common path is one CALL: killed while it waits for the
+/// hold's row, the server finishes it; the retry finds it confirmed, once.
 #[tokio::test]
-async fn a_confirm_process_killed_holding_the_slot_lock_leaves_nothing_and_its_retry_confirms_once()
-{
+async fn a_confirm_process_killed_inside_its_call_confirms_once_and_its_retry_finds_it() {
     // Capacity 2, one hold: confirmed, remaining 1 and held 0.
-    killed_waiting_for_the_hold_row("confirm", false, confirm_event, ("confirmed", 1, 0)).await;
+    let path = (Path::OneCall, false);
+    killed_waiting_for_the_hold_row("confirm", path, confirm_event, ("confirmed", 1, 0)).await;
 }
 
 #[tokio::test]
 async fn a_cancel_process_killed_holding_the_slot_lock_leaves_nothing_and_its_retry_cancels_once() {
     // The hold was confirmed: its cancel gives the seat back once.
-    killed_waiting_for_the_hold_row("cancel", true, cancel_event, ("cancelled", 2, 0)).await;
+    let path = (Path::Locked, true);
+    killed_waiting_for_the_hold_row("cancel", path, cancel_event, ("cancelled", 2, 0)).await;
 }

@@ -2,8 +2,8 @@
 //! round trip costs 0.3–1 ms, and a hold keeps its slot's row lock across
 //! several: one slot's holds per second are then bounded by the round
 //! trips under the lock, not by the database. The service's hold and
-//! confirm against the raw statements of today's sequences (`raw.rs`), in alternating
-//! rounds on twin slots, at 8 and 32 environments, straight to the
+//! confirm (one CALL each) against the raw statements of the locked
+//! sequences (`raw.rs`), the previous design, in alternating rounds on twin slots, at 8 and 32 environments, straight to the
 //! database and through a delay line that adds 0.5 ms to each round trip
 //! (`delay.rs`; what it added, measured, is on each row).
 

@@ -21,6 +21,7 @@ use shared::booking::{
 };
 use shared::cache::Keys;
 use shared::db::Tx;
+use shared::domain::RequestId;
 use shared::events::{EventType, commit_with, hold_event};
 use sqlx::{MySqlConnection, MySqlPool, Row};
 
@@ -77,8 +78,9 @@ async fn commit(tx: Tx<'_>, outbox: Outbox, kind: EventType, row: HoldRow) -> Re
     commit_with(tx, &[event]).await.map_err(service)
 }
 
-/// The columns of [`HoldRow`], in its order (the offered hold's entry
-/// last), and `expires_at <= now`: the expiry checks read fields by
+/// The columns of [`HoldRow`], in its order (the offered hold's entry,
+/// then the requests that created and confirmed it, last), and
+/// `expires_at <= now`: the expiry checks read fields by
 /// position, with no conversion.
 type HoldRowExpired = (
     u64,
@@ -93,6 +95,8 @@ type HoldRowExpired = (
     DateTime<Utc>,
     DateTime<Utc>,
     bool,
+    Option<u64>,
+    Option<u64>,
     Option<u64>,
     bool,
 );
@@ -178,6 +182,7 @@ pub async fn hold(
         .bind(quantity)
         .bind(key)
         .bind(ttl_micros)
+        .bind(RequestId::random().0) // the request's number
         .bind(slot)
         .bind(false) // no share checked: the insert guards against one
         .execute(&mut *tx)
@@ -262,7 +267,7 @@ pub async fn confirm(
         .bind(hold)
         .fetch_one(&mut *tx)
         .await?;
-    if row.5 != "held" || row.13 {
+    if row.5 != "held" || row.15 {
         tx.rollback().await?;
         return Ok(Outcome::Done("409"));
     }
@@ -280,6 +285,7 @@ pub async fn confirm(
         return Ok(Outcome::Done("409"));
     }
     sqlx::query(Booking::CONFIRM_MARK)
+        .bind(RequestId::random().0) // the request's number
         .bind(hold)
         .execute(&mut *tx)
         .await?;
@@ -358,6 +364,7 @@ pub async fn seed_hold(
         .bind(1_u32)
         .bind(key)
         .bind(ttl_micros)
+        .bind(RequestId::random().0) // the request's number
         .bind(slot)
         .bind(false) // no share checked: the insert guards against one
         .execute(&mut *tx)

@@ -319,13 +319,16 @@ fn hot(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
          each other's delay), as RDS Proxy adds 0.3–1 ms per round trip on AWS. \
          `added_round_trip_ms` is what the line added, measured (median of 200 `SELECT 1` \
          through it less the median straight; more than 0.5: each thread's sleep overshoots by \
-         the kernel's timer slack). Today's hold keeps the slot's row lock across the claim's \
-         answer, the INSERT, the read-back and the COMMIT: through the line, its rate on one \
-         slot is about one over four added round trips, whatever the environments. Both arms \
-         are today's design, so issue 32's targets below fail until the hold keeps the lock \
-         for no client round trip. *{}*: confirms of pre-made holds on one slot, the same \
-         arms, environments and delays (the confirm keeps the lock across its consume, its \
-         mark, its read-back and its COMMIT).\n",
+         the kernel's timer slack). The service's hold is one CALL that claims, inserts, \
+         writes its event and commits inside the server (`hold_place`, docs/DESIGN.md \
+         \"One CALL under the lock\"): the lock is held for no round trip. The raw arm is \
+         the previous design, the locked sequence the service still takes on its rare paths: \
+         the lock held across the claim's answer, the INSERT, the read-back and the COMMIT, \
+         so through the line its rate on one slot is about one over four added round trips, \
+         whatever the environments. *{}*: confirms of pre-made holds on one slot, the same \
+         arms, environments and delays (the service's one CALL, `hold_confirm`, against the \
+         sequence that keeps the lock across its consume, its mark, its read-back and its \
+         COMMIT).\n",
         crate::hot::SCENARIO,
         crate::hot::CONFIRM
     );

@@ -350,7 +350,7 @@ pub(super) fn hot_targets(rows: &[Row]) -> Vec<Target> {
             };
             Target::new(
                 format!(
-                    "hot slot's {what}, {delay_us} µs added: ≥ {floor} × today's statements ({clients} env)"
+                    "hot slot's {what}, {delay_us} µs added: ≥ {floor} × the locked sequence ({clients} env)"
                 ),
                 judged,
             )

@@ -1,5 +1,6 @@
 //! Confirm: turn an active hold into a booking, consuming its seats.
 
+use super::confirm_call;
 use super::sql::{find_by_id, find_touchable, lock_hold, lock_slot};
 use super::written::Written;
 use super::{Booking, Transition};
@@ -46,7 +47,7 @@ impl Booking {
     pub const CONFIRM_CONSUME: &'static str = "UPDATE slots SET remaining = remaining - ?, held = held - LEAST(held, ?), \
          updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND remaining >= ?";
     pub const CONFIRM_MARK: &'static str = "UPDATE holds SET status = 'confirmed', confirmed_at = UTC_TIMESTAMP(6), \
-         updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+         updated_at = UTC_TIMESTAMP(6), confirmed_by = ? WHERE id = ?";
 
     /// One attempt; `None` when a move (`move.rs`) took the hold to
     /// another slot between the plain read and the locks.
@@ -66,8 +67,20 @@ impl Booking {
         if let Some(done) = ours(written, &hold) {
             return Ok(Some(done));
         }
-        if let Some(done) = decided_final(hold)? {
+        if let Some(done) = decided_final(hold.clone())? {
             return Ok(Some(done));
+        }
+        // The common path, in one CALL that commits (`confirm_call.rs`): the
+        // statements below, in their order, inside the server. An offered
+        // hold (its entry is fulfilled with it), or one the procedure
+        // declines, is decided by the locked path.
+        if hold.entry_id.is_none()
+            && let Some(hold) = confirm_call::confirm(conn, &hold, written).await?
+        {
+            return Ok(Some(Transition {
+                hold,
+                changed: true,
+            }));
         }
         let mut tx = Tx::begin(conn).await?;
         // Lock order of every transaction: the slot row, then hold rows.
@@ -111,6 +124,7 @@ impl Booking {
             return Err(Error::CapacityExhausted(slot_id));
         }
         sqlx::query(Self::CONFIRM_MARK)
+            .bind(written.request().0)
             .bind(hold_id.0)
             .execute(&mut *tx)
             .await?;

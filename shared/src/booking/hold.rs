@@ -4,7 +4,9 @@ use super::allowance;
 use super::fair::{
     Precheck, Verdict, answer, locked_verdict, over_cap, over_share, share_precheck,
 };
+use super::hold_call::{self, Asked, Placed};
 use super::reclaim::reclaim_and_offer;
+use super::replay::{Wanted, replay};
 use super::sql::{find_by_id, find_by_key, lock_slot};
 use super::written::Written;
 use super::{Booking, HoldOutcome};
@@ -12,7 +14,7 @@ use crate::clients::Caller;
 use crate::db::counter::{client_held, slot_bookable};
 use crate::db::{self, Tx};
 use crate::domain::{ClientId, Hold, HoldId, IdempotencyKey, SlotId};
-use crate::error::{Error, KeyReuse};
+use crate::error::Error;
 use crate::events::{EventType, commit_with, hold_event};
 use crate::telemetry::{self, Metric};
 use sqlx::MySql;
@@ -113,8 +115,8 @@ impl Booking {
     /// a share set since also leaves no row, and is checked then. It may
     /// wait on the key's UNIQUE index, but only ever after the slot's lock
     /// was granted.
-    pub const HOLD_INSERT: &'static str = "INSERT INTO holds (slot_id, client_id, quantity, idempotency_key, status, expires_at, created_at, updated_at) \
-         SELECT id, ?, ?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) \
+    pub const HOLD_INSERT: &'static str = "INSERT INTO holds (slot_id, client_id, quantity, idempotency_key, status, expires_at, created_at, updated_at, created_by) \
+         SELECT id, ?, ?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ? \
          FROM slots WHERE id = ? AND starts_at > UTC_TIMESTAMP(6) AND (max_seats_per_client IS NULL OR ?)";
 
     async fn hold_once(
@@ -205,8 +207,33 @@ impl Booking {
             return Err(self.refusing(client, refused));
         }
 
+        // 2. The common path, in one CALL that commits (`hold_call.rs`):
+        //    it sends the statements below, in their order, inside the
+        //    server. A slot with a share, or one that may be missing, is
+        //    decided by the locked path alone.
+        let ttl_micros = i64::try_from(self.hold_ttl.as_micros()).unwrap_or(i64::MAX);
+        if seen.share.is_none() && bookable.is_some() {
+            let asked = Asked {
+                client,
+                cap,
+                slot_id,
+                quantity,
+                key,
+                ttl_micros,
+            };
+            match hold_call::place(conn, &asked, written).await? {
+                Placed::Made(hold) => {
+                    return Ok(HoldOutcome {
+                        hold,
+                        created: true,
+                    });
+                }
+                Placed::KeyTaken(hold) => return found(hold),
+                Placed::Declined => {}
+            }
+        }
         let mut tx = Tx::begin(conn).await?;
-        // 2. Claim the seats: the condition is inside the write, and the
+        // 2'. The locked path. Claim the seats: the condition is inside the write, and the
         //    write takes the slot's row lock. No snapshot exists before it
         //    (no plain read was sent in this transaction): every plain read
         //    below sees all that committed before the lock was granted.
@@ -259,11 +286,9 @@ impl Booking {
                     // The bound moved for a hold that is not made.
                     allowance::give_back(&mut tx, client, quantity).await?;
                 }
-                // Keep the reclaim and its offers. Whether or not this
-                // COMMIT landed, the hold was not made: the refusal stands.
-                // A retry would decide again (a seat freed since would
-                // make it a second change for one request, which the lost
-                // answer never said).
+                // Keep the reclaim and its offers; the refusal stands even
+                // if this COMMIT's answer is lost (DESIGN, "Retried after
+                // an unseen COMMIT").
                 if let Err(err) = tx.commit().await {
                     tracing::warn!(error = %err, "a refused hold's reclaim may not have landed");
                 }
@@ -301,13 +326,13 @@ impl Booking {
         }
         // 3. Insert. A concurrent request with the same key waits here on
         //    the UNIQUE index until we commit, then fails and replays us.
-        let ttl_micros = i64::try_from(self.hold_ttl.as_micros()).unwrap_or(i64::MAX);
         let inserted = loop {
             let inserted = sqlx::query(Self::HOLD_INSERT)
                 .bind(client.0)
                 .bind(quantity)
                 .bind(key.as_str())
                 .bind(ttl_micros)
+                .bind(written.request().0)
                 .bind(slot_id.0)
                 .bind(checked)
                 .execute(&mut *tx)
@@ -374,33 +399,4 @@ impl Booking {
         }
         refused
     }
-}
-
-/// What a hold request asks for: with the client and the key, the
-/// request's fingerprint (SPEC §9).
-#[derive(Debug, Clone, Copy)]
-struct Wanted {
-    slot_id: SlotId,
-    quantity: u32,
-}
-
-/// A key's hold answers a request with the same fingerprint (slot and
-/// quantity); any other is refused, since returning it would hand the
-/// client seats it never asked for. The slot is compared first.
-fn replay(hold: Hold, wanted: Wanted) -> Result<HoldOutcome, Error> {
-    if hold.slot_id != wanted.slot_id {
-        return Err(Error::IdempotencyKeyReuse(KeyReuse::Slot {
-            used_for: hold.slot_id,
-        }));
-    }
-    if hold.quantity != wanted.quantity {
-        return Err(Error::IdempotencyKeyReuse(KeyReuse::Quantity {
-            used_for: hold.quantity,
-            asked: wanted.quantity,
-        }));
-    }
-    Ok(HoldOutcome {
-        hold,
-        created: false,
-    })
 }

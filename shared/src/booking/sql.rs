@@ -11,7 +11,7 @@
 use crate::clients::Caller;
 use crate::db::counter::active_hold;
 use crate::domain::ClientId;
-use crate::domain::{EntryId, Hold, HoldId, HoldStatus, IdempotencyKey, SlotId};
+use crate::domain::{EntryId, Hold, HoldId, HoldStatus, IdempotencyKey, RequestId, SlotId};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use sqlx::MySqlConnection;
@@ -44,7 +44,7 @@ macro_rules! hold_columns {
         concat!(
             "id, slot_id, client_id, quantity, idempotency_key, status, expires_at, ",
             "confirmed_at, cancelled_at, created_at, updated_at, ",
-            "(status = 'held' AND expires_at > UTC_TIMESTAMP(6)) AS active, entry_id"
+            "(status = 'held' AND expires_at > UTC_TIMESTAMP(6)) AS active, entry_id, created_by, confirmed_by"
         )
     };
 }
@@ -161,6 +161,8 @@ pub struct HoldRow {
     updated_at: DateTime<Utc>,
     active: bool,
     entry_id: Option<u64>,
+    created_by: Option<u64>,
+    confirmed_by: Option<u64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -191,6 +193,8 @@ impl HoldRow {
             created_at: self.created_at,
             updated_at: self.updated_at,
             entry_id: self.entry_id.map(EntryId),
+            created_by: self.created_by.map(RequestId),
+            confirmed_by: self.confirmed_by.map(RequestId),
         })
     }
 }

@@ -49,6 +49,13 @@ impl<'c> Tx<'c> {
         Ok(())
     }
 
+    /// The transaction was ended by a statement that answered without an
+    /// error: a CALL of a procedure that ends each path that answers with
+    /// COMMIT or ROLLBACK (`booking/hold_call.rs`).
+    pub fn ended(mut self) {
+        self.open = false;
+    }
+
     /// Runs `last`, a statement that commits the transaction as its own
     /// last act (a `CALL` of a procedure that ends with `COMMIT`): one
     /// round trip, one answer. A `last` that fails before its COMMIT

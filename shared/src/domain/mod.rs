@@ -20,6 +20,18 @@ pub struct SlotId(pub u64);
 #[serde(transparent)]
 pub struct HoldId(pub u64);
 
+/// One request, the same on each of its attempts (`holds.created_by`,
+/// `holds.confirmed_by`): a random 63-bit number, so that it fits every
+/// integer column and two requests never share one in practice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestId(pub u64);
+
+impl RequestId {
+    pub fn random() -> Self {
+        Self(rand::random::<u64>() >> 1)
+    }
+}
+
 /// An `api_clients` primary key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
@@ -160,6 +172,12 @@ pub struct Hold {
     /// The waiting-list entry it was offered to (SPEC §18), never shown.
     #[serde(skip)]
     pub entry_id: Option<EntryId>,
+    /// The request that created it, and the one that confirmed it: a
+    /// retry after a lost answer knows its own change by them. Never shown.
+    #[serde(skip)]
+    pub created_by: Option<RequestId>,
+    #[serde(skip)]
+    pub confirmed_by: Option<RequestId>,
 }
 
 /// One line of `GET /slots/availability`. `remaining` is what a client can
@@ -386,6 +404,8 @@ mod tests {
             created_at: at,
             updated_at: at,
             entry_id: None,
+            created_by: Some(RequestId(9)),
+            confirmed_by: None,
         };
         let json = serde_json::to_value(&hold).unwrap();
         assert_eq!(json["expires_at"], "2026-11-30T10:05:00.123456Z");

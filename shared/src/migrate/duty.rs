@@ -85,6 +85,16 @@ const BOOKING: &[Grant] = &[
         object: Object::Procedure("hold_claim_waiting"),
         privileges: &["EXECUTE"],
     },
+    // A hold's and a confirm's common paths, each in one CALL that
+    // commits (SQL SECURITY INVOKER, with the grants above).
+    Grant {
+        object: Object::Procedure("hold_place"),
+        privileges: &["EXECUTE"],
+    },
+    Grant {
+        object: Object::Procedure("hold_confirm"),
+        privileges: &["EXECUTE"],
+    },
 ];
 
 /// Creating, listing, changing and revoking clients (a revocation is an

@@ -198,8 +198,12 @@ mod tests {
         // slot_client_share: two ALTERs each; hoarding_report: its table
         // and row; client_allowances: its table and every client's row;
         // hold_claim_capped: one procedure; waitlist: its table, two
-        // ALTERs; hold_claim_waiting: one procedure.
-        assert_eq!(counts, vec![2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1, 3, 1]);
+        // ALTERs; hold_claim_waiting: one procedure; hold_requests: one
+        // ALTER; hold_place and hold_confirm: one procedure each.
+        assert_eq!(
+            counts,
+            vec![2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1, 3, 1, 1, 1, 1]
+        );
     }
 
     #[test]
