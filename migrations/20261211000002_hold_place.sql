@@ -24,8 +24,8 @@
 -- escape; times with six decimals and `Z`.
 --
 -- SQL SECURITY INVOKER: it writes with the caller's own privileges; the
--- booking user holds EXECUTE for it (migrate/duty.rs). Called inside a
--- transaction a Tx began, never alone.
+-- booking user holds EXECUTE for it (migrate/duty.rs). It begins its own
+-- transaction (`Tx::begun_by`): called outside one, never inside.
 CREATE PROCEDURE hold_place(
     p_client   BIGINT UNSIGNED,
     p_cap      INT UNSIGNED,
@@ -42,6 +42,8 @@ place: BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_active BOOLEAN;
     DECLARE v_expires, v_created, v_updated DATETIME(6);
+    -- Its own transaction, begun here: no BEGIN round trip before it.
+    START TRANSACTION;
     IF p_cap IS NOT NULL THEN
         -- LAST_INSERT_ID is the session's: 0 unless the bound passes.
         DO LAST_INSERT_ID(0);

@@ -19,8 +19,8 @@
 -- parses them so), nothing to escape; times with six decimals and `Z`.
 --
 -- SQL SECURITY INVOKER: the booking user's own privileges; it holds
--- EXECUTE for it (migrate/duty.rs). Called inside a transaction a Tx
--- began, never alone.
+-- EXECUTE for it (migrate/duty.rs). It begins its own transaction
+-- (`Tx::begun_by`): called outside one, never inside.
 CREATE PROCEDURE hold_confirm(
     p_hold    BIGINT UNSIGNED,
     p_slot    BIGINT UNSIGNED,
@@ -37,6 +37,8 @@ confirm: BEGIN
     DECLARE v_key CHAR(36) CHARACTER SET ascii;
     DECLARE v_expires, v_confirmed, v_created, v_updated DATETIME(6);
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = FALSE;
+    -- Its own transaction, begun here: no BEGIN round trip before it.
+    START TRANSACTION;
     -- `LOCK_SLOT`: the slot's lock, first (its line is not read here).
     SELECT waiting INTO v_waiting FROM slots WHERE id = p_slot FOR UPDATE;
     SELECT slot_id, client_id, status, quantity, entry_id, expires_at <= UTC_TIMESTAMP(6)

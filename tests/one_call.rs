@@ -45,7 +45,7 @@ async fn read(app: &App, id: HoldId) -> Hold {
 }
 
 /// A hold and its confirm on a plain slot send their first read and one
-/// CALL each (two prepared statements, besides the text BEGIN), and what
+/// CALL each (two prepared statements, and no BEGIN), and what
 /// they answer is the row as the service reads it afterwards, with events
 /// whose data is serde's JSON of it, byte for byte.
 async fn plain_slot_one_call_each(db: &TestDb, app: &App) {

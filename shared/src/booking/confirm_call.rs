@@ -41,7 +41,8 @@ pub(super) async fn confirm(
     written: &Written,
 ) -> Result<Option<Hold>, Error> {
     let request = written.request();
-    let mut tx = Tx::begin(conn).await?;
+    // The procedure begins its transaction: no BEGIN before it.
+    let mut tx = Tx::begun_by(conn);
     let confirm = sqlx::query_as::<_, Ended>(HOLD_CONFIRM)
         .bind(read.id.0)
         .bind(read.slot_id.0)

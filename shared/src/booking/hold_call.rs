@@ -68,7 +68,8 @@ pub(super) async fn place(
     asked: &Asked<'_>,
     written: &Written,
 ) -> Result<Placed, Error> {
-    let mut tx = Tx::begin(conn).await?;
+    // The procedure begins its transaction: no BEGIN before it.
+    let mut tx = Tx::begun_by(conn);
     let place = sqlx::query_as::<_, Ended>(HOLD_PLACE)
         .bind(asked.client.0)
         .bind(asked.cap)
