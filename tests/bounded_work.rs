@@ -39,9 +39,9 @@ async fn a_claim_stuck_behind_a_lock_is_stopped_by_the_server_before_the_503() {
     db.drop().await;
 }
 
-/// The same for a capped hold, whose claim is one CALL
-/// (`hold_claim_waiting`): the server's limit stops the whole CALL, its
-/// allowance's write with it. A session inside a procedure may show no
+/// The same for a capped hold, whose claim is one CALL (`hold_place`, or
+/// `hold_claim_waiting` on the locked path): the server's limit stops the
+/// whole CALL, its allowance's write with it. A session inside a procedure may show no
 /// database in the process list: it is looked for by its statement too.
 #[tokio::test]
 async fn a_capped_claim_stuck_behind_a_lock_is_stopped_by_the_server_before_the_503() {
@@ -57,8 +57,14 @@ async fn a_capped_claim_stuck_behind_a_lock_is_stopped_by_the_server_before_the_
     db.drop().await;
 }
 
+/// One stuck claim at a time: the process list is the server's, and every
+/// hold's common path is the same procedure (`hold_place`), so the other
+/// test's CALL, in its own database, would be seen as this one's.
+static ONE_CLAIM_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// `caller`'s hold behind a slot's lock, its deadline 800 ms away.
 async fn stuck_claim_is_stopped(db: &TestDb, caller: Caller) {
+    let _alone = ONE_CLAIM_AT_A_TIME.lock().await;
     let app = db.app();
     let slot = db.insert_slot(1).await;
     warm(&app).await;
@@ -86,15 +92,15 @@ async fn stuck_claim_is_stopped(db: &TestDb, caller: Caller) {
     assert!(held.is_ok(), "{held:?}");
 }
 
-/// Sessions inside `hold_claim_waiting`, whatever database they show: the
-/// process list shows the statement running in it, its parameters as
-/// `NAME_CONST` (no other test of this file makes a capped hold).
+/// Sessions inside `hold_claim_waiting` or `hold_place`, whatever database
+/// they show: the process list shows the statement running in it, its
+/// parameters as `NAME_CONST` (the other claim test waits its turn).
 async fn running_calls(db: &TestDb) -> Vec<(String, String)> {
     sqlx::query_as(
         "SELECT COALESCE(STATE, ''), LEFT(COALESCE(INFO, ''), 80) \
          FROM information_schema.PROCESSLIST \
          WHERE COMMAND <> 'Sleep' AND ID <> CONNECTION_ID() \
-         AND (INFO LIKE 'CALL hold\\_claim\\_waiting%' \
+         AND (INFO LIKE 'CALL hold\\_claim\\_waiting%' OR INFO LIKE 'CALL hold\\_place%' \
          OR INFO LIKE '%NAME\\_CONST(''p\\_client''%' OR INFO LIKE '%NAME\\_CONST(''p\\_slot''%')",
     )
     .fetch_all(&db.admin)
