@@ -165,6 +165,7 @@ impl AtCap {
 mod tests {
     use super::AtCap;
     use crate::Booking;
+    use crate::db::procedure::{procedure_sql, words};
     use crate::domain::ClientId;
 
     #[test]
@@ -182,23 +183,13 @@ mod tests {
     /// The procedure's slot claim is the uncapped hold's, word for word.
     #[test]
     fn the_procedure_claims_the_slot_as_an_uncapped_hold_does() {
-        // The last migration that defines it is the one in force.
-        let procedure = crate::db::MIGRATOR
-            .iter()
-            .rev()
-            .find(|m| {
-                m.sql
-                    .as_str()
-                    .contains("CREATE PROCEDURE hold_claim_waiting")
-            })
-            .expect("the hold_claim_waiting migration");
-        let claim = Booking::HOLD_CLAIM
-            .replacen('?', "p_quantity", 1)
-            .replacen('?', "p_slot", 1)
-            .replacen('?', "p_quantity", 1);
-        assert!(
-            procedure.sql.as_str().contains(&format!("{claim};")),
-            "{claim}"
+        let procedure = procedure_sql("hold_claim_waiting");
+        let claim = words(
+            &Booking::HOLD_CLAIM
+                .replacen('?', "p_quantity", 1)
+                .replacen('?', "p_slot", 1)
+                .replacen('?', "p_quantity", 1),
         );
+        assert!(procedure.contains(&format!("{claim};")), "{claim}");
     }
 }

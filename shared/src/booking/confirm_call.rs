@@ -82,20 +82,12 @@ fn unexpected(what: String) -> Error {
 #[cfg(test)]
 mod tests {
     use crate::Booking;
-
-    fn words(sql: &str) -> String {
-        sql.split_whitespace().collect::<Vec<_>>().join(" ")
-    }
+    use crate::db::procedure::{procedure_sql, words};
 
     /// The procedure's writes are the locked path's, word for word.
     #[test]
     fn the_procedure_writes_as_the_locked_path_does() {
-        let migration = crate::db::MIGRATOR
-            .iter()
-            .rev()
-            .find(|m| m.sql.as_str().contains("CREATE PROCEDURE hold_confirm"))
-            .expect("the hold_confirm migration");
-        let procedure = words(migration.sql.as_str());
+        let procedure = procedure_sql("hold_confirm");
         for (sql, binds) in [
             (
                 Booking::CONFIRM_CONSUME,

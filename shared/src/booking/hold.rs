@@ -7,7 +7,7 @@ use super::fair::{
 use super::hold_call::{self, Asked, Placed};
 use super::reclaim::reclaim_and_offer;
 use super::replay::{Wanted, replay};
-use super::sql::{find_by_id, find_by_key, lock_slot};
+use super::sql::{find_by_id, find_by_key, key_winner, lock_slot};
 use super::written::Written;
 use super::{Booking, HoldOutcome};
 use crate::clients::Caller;
@@ -367,12 +367,9 @@ impl Booking {
             }
             Err(err) if db::is_unique_violation(&err) => {
                 tx.rollback().await?; // the claim
-                // The winner has committed (the index waited for it): its
-                // hold is the answer, or, for another fingerprint, 422.
-                return match find_by_key(&mut **conn, client, key).await? {
-                    Some(hold) => found(hold),
-                    None => Err(Error::Internal(err)),
-                };
+                // The winner's hold is the answer, or, for another
+                // fingerprint, 422.
+                return found(key_winner(conn, client, key, err).await?);
             }
             Err(err) => return Err(err.into()),
         };

@@ -8,7 +8,7 @@
 //! locked path.
 
 use super::allowance::NEW_ROW_WINDOW;
-use super::sql::find_by_key;
+use super::sql::key_winner;
 use super::written::{Written, call};
 use crate::db::{self, Tx};
 use crate::domain::{ClientId, Hold, HoldId, HoldStatus, IdempotencyKey, SlotId};
@@ -83,11 +83,8 @@ pub(super) async fn place(
         Ok(rows) => rows,
         Err(err) if db::is_unique_violation(&err) => {
             tx.rollback().await?; // the claim
-            // The winner has committed (the index waited for it).
-            return match find_by_key(&mut **conn, asked.client, asked.key).await? {
-                Some(hold) => Ok(Placed::KeyTaken(hold)),
-                None => Err(Error::Internal(err)),
-            };
+            let winner = key_winner(conn, asked.client, asked.key, err).await?;
+            return Ok(Placed::KeyTaken(winner));
         }
         Err(err) => return Err(err.into()),
     };
@@ -138,19 +135,11 @@ fn unexpected(what: String) -> Error {
 #[cfg(test)]
 mod tests {
     use crate::Booking;
+    use crate::db::procedure::{procedure_sql, words};
 
     /// `migrations/…_hold_place.sql`, the last that defines it.
     fn procedure() -> String {
-        let migration = crate::db::MIGRATOR
-            .iter()
-            .rev()
-            .find(|m| m.sql.as_str().contains("CREATE PROCEDURE hold_place"))
-            .expect("the hold_place migration");
-        words(migration.sql.as_str())
-    }
-
-    fn words(sql: &str) -> String {
-        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+        procedure_sql("hold_place")
     }
 
     fn bound(sql: &str, binds: &[&str]) -> String {
@@ -171,16 +160,10 @@ mod tests {
                 .expect("the allowance");
             words(&sql[start..start + sql[start..].find(';').expect("its end")])
         };
-        let capped = crate::db::MIGRATOR
-            .iter()
-            .rev()
-            .find(|m| {
-                m.sql
-                    .as_str()
-                    .contains("CREATE PROCEDURE hold_claim_waiting")
-            })
-            .expect("the hold_claim_waiting migration");
-        assert_eq!(statement(&procedure()), statement(capped.sql.as_str()));
+        assert_eq!(
+            statement(&procedure()),
+            statement(&procedure_sql("hold_claim_waiting"))
+        );
     }
 
     /// The procedure's claim, watermark and INSERT are the locked path's,

@@ -129,6 +129,20 @@ where
         .transpose()
 }
 
+/// The hold of the same-key request that won, after this one's INSERT met
+/// the unique key and was rolled back: the winner has committed (the index
+/// waited for it), so its row is there; its absence is a fault.
+pub(super) async fn key_winner(
+    conn: &mut MySqlConnection,
+    client: ClientId,
+    key: &IdempotencyKey,
+    violation: sqlx::Error,
+) -> Result<Hold, Error> {
+    find_by_key(conn, client, key)
+        .await?
+        .ok_or(Error::Internal(violation))
+}
+
 pub const FIND_BY_ID: &str = concat!("SELECT ", hold_columns!(), " FROM holds WHERE id = ?");
 
 pub(super) async fn find_by_id<'c, E>(conn: E, id: HoldId) -> Result<Option<Hold>, Error>

@@ -237,6 +237,8 @@ pub(crate) mod counter;
 #[macro_use]
 mod deadline;
 mod limit;
+#[cfg(test)]
+pub(crate) mod procedure;
 mod run;
 mod tx;
 pub use deadline::{DEFAULT_BUDGET, Deadline};
