@@ -69,16 +69,8 @@ contract: ## schemathesis against `make dev` (own database, dev keys): no 5xx, e
 	cargo run --quiet -p slot-booking-tests --bin contract
 
 deny: ## cargo deny: bans, licenses and sources of every dependency (deny.toml); installs cargo-deny into .tools/ once
-	@# A project-local install, pinned by --locked, so it needs nothing of
-	@# the machine but cargo; `advisories` is left out (deny.toml says why).
-	@# Its release profile is fat LTO with one codegen unit, a ten-minute
-	@# build on 2 cores; overridden (config beats the manifest) it is a
-	@# few minutes, for a checker that reads one dependency graph.
-	@if [ ! -x .tools/bin/cargo-deny ]; then \
-		echo "deny: installing cargo-deny into .tools/ (a few minutes, once)"; \
-		CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-			cargo install --locked --quiet cargo-deny --version 0.20.2 --root .tools; \
-	fi
+	@# `advisories` is left out (deny.toml says why).
+	bash scripts/ensure-cargo-deny.sh
 	.tools/bin/cargo-deny check bans licenses sources
 
 validate: ## sam validate --lint, cfn-lint and the dependency-graph check on template.yaml

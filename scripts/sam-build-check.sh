@@ -10,6 +10,9 @@
 # Prints a table function -> unzipped and zipped size; the zips are left in
 # .aws-sam/zip/ for inspection. Exit status non-zero on any failure.
 #
+# `sam-build-check.sh --bootstraps-only` stops after step 6 below, the one
+# cargo invocation that does the work (scripts/ahead.sh runs it early).
+#
 # Time on 2 cores: cold (empty target/) about 10-20 minutes, the dependency
 # tree once, then one short link per function (no LTO: Cargo.toml); warm (no
 # source change) about 12 seconds.
@@ -93,6 +96,7 @@ started=$(now)
 bash scripts/lambda-bootstraps.sh "$TEMPLATE" arm64 >/dev/null
 prebuild_seconds=$(( $(now) - started ))
 log "the bootstraps took ${prebuild_seconds}s"
+[[ "${1:-}" == "--bootstraps-only" ]] && exit 0
 
 log "sam build (${#FUNCTIONS[@]} functions, each a fresh check of the build above)"
 started=$(now)
