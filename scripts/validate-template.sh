@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Validate the SAM template offline: `sam validate --lint`, `cfn-lint` and
 # scripts/check-template-graph.py (the dependency graph the linters do not
-# check: the migrate custom resource's Delete path must outlive it).
+# check: the migrate custom resource's Delete path must outlive it) and
+# scripts/check-template-alarms.py (CloudWatch's 10 metrics per alarm, and
+# an alarm for every function).
 #
 # The tools live in a project-local virtualenv (.venv-sam at the repo root) so
 # the system Python stays untouched and every machine gets the same pinned
@@ -77,3 +79,5 @@ echo "validate: cfn-lint: no findings"
 
 echo "+ check-template-graph.py $TEMPLATE"
 "$VENV/bin/python" "$ROOT/scripts/check-template-graph.py" "$TEMPLATE"
+echo "+ check-template-alarms.py $TEMPLATE"
+"$VENV/bin/python" "$ROOT/scripts/check-template-alarms.py" "$TEMPLATE"
