@@ -12,7 +12,7 @@ PORT ?= 9000
 # one request at a time through a single instance would hide every race.
 CONCURRENCY ?= 20
 export DATABASE_URL REDIS_URL
-API_FUNCTIONS := availability hold confirm cancel holds-get holds-find holds-extend holds-move waitlist-join waitlist-get waitlist-leave events-list slots-create slots-get slots-update slots-delete clients-create clients-list clients-revoke clients-update
+API_FUNCTIONS := availability hold confirm cancel holds-get holds-find holds-extend holds-move waitlist-join waitlist-get waitlist-leave events-list slots-create slots-get slots-update slots-delete clients-create clients-list clients-revoke clients-update console docs openapi
 # What `make dev` serves: the API's routes, API Gateway's `$default` route,
 # the scheduled sweeper and the publisher (which starts only with an
 # EVENT_BUS_NAME; `make dev` never invokes it: no bus runs locally).
@@ -26,7 +26,7 @@ SOAK_MINUTES ?= 30
 # when it is not installed; its directory must stay first on PATH.
 WITH_CARGO_LAMBDA = PATH="$$(scripts/ensure-cargo-lambda.sh):$$PATH"
 
-.PHONY: help dev db soak soak-short contract deny test check lint unit validate build sam-build sam-local sam-local-test test-bare smoke scenarios bench bench-scale deploy clean
+.PHONY: help dev db soak soak-short contract browser deny test check lint unit validate build sam-build sam-local sam-local-test test-bare smoke scenarios bench bench-scale deploy clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -41,8 +41,8 @@ db: ## start MariaDB and Redis if stopped, create the database if missing, migra
 	bash scripts/services.sh
 	cargo run --quiet -p devdb
 
-test: ## everything CI runs, each stage timed: lint unit soak-short contract deny validate sam-build
-	@bash scripts/stages.sh lint unit soak-short contract deny validate sam-build
+test: ## everything CI runs, each stage timed: lint unit soak-short contract browser deny validate sam-build
+	@bash scripts/stages.sh lint unit soak-short contract browser deny validate sam-build
 
 lint: ## formatting and clippy, warnings are errors
 	cargo fmt --all -- --check
@@ -64,6 +64,9 @@ soak: ## `make dev` under bursts of mixed traffic and idle gaps for SOAK_MINUTES
 
 soak-short: ## the soak for 2 minutes (part of `make test`)
 	$(MAKE) --no-print-directory soak SOAK_MINUTES=2
+
+browser: ## the console and the reference in headless Chromium (Playwright, axe-core) against `make dev`: screenshots in target/browser/
+	cargo run --quiet -p slot-booking-tests --bin browser
 
 contract: ## schemathesis against `make dev` (own database, dev keys): no 5xx, every answer as openapi.yaml says
 	cargo run --quiet -p slot-booking-tests --bin contract

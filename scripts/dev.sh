@@ -34,7 +34,10 @@ sweeper() {
         kill -0 "$watch" 2>/dev/null || return 0
         sleep 0.5
     done
-    # The keys again, now that the server's start-up lines are past.
+    # The pages and the keys again, now that the server's start-up lines
+    # are past.
+    echo "dev: the console: http://127.0.0.1:$port/console (paste a key there)"
+    echo "dev: the API reference: http://127.0.0.1:$port/docs"
     if [ -r "${DEV_KEYS_FILE:-.dev-keys.env}" ]; then
         echo "dev: serving http://127.0.0.1:$port; API keys (. ./${DEV_KEYS_FILE:-.dev-keys.env}):"
         grep -E '^[A-Z_]+=' "${DEV_KEYS_FILE:-.dev-keys.env}" | sed 's/^/dev:   /'

@@ -350,8 +350,21 @@ fn every_function_logs_its_template_route() {
     for ((method, path), function) in &template {
         let main = workspace_root().join(format!("functions/{function}/src/main.rs"));
         let source = std::fs::read_to_string(&main).expect("main.rs");
-        let named = format!("shared::http::serve(\"{method} {path}\"");
-        assert!(source.contains(&named), "{}: {named}", main.display());
+        // A page's files are logged as the page (`GET /console/{name}`
+        // under `GET /console`); a page needs no app.
+        let route = format!(
+            "\"{method} {}\"",
+            path.strip_suffix("/{name}").unwrap_or(path)
+        );
+        let named = [
+            format!("shared::http::serve({route}"),
+            format!("shared::http::serve_without_app({route}"),
+        ];
+        assert!(
+            named.iter().any(|named| source.contains(named)),
+            "{}: {route}",
+            main.display()
+        );
     }
     let not_found =
         std::fs::read_to_string(workspace_root().join("functions/not-found/src/main.rs"))

@@ -10,7 +10,7 @@ use tokio::process::{Child, Command};
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`), the scheduled `sweep` and the
 /// publisher, `events-publish` (built, never invoked: no bus runs locally).
-pub const DEV_FUNCTIONS: [&str; 23] = [
+pub const DEV_FUNCTIONS: [&str; 26] = [
     "availability",
     "hold",
     "confirm",
@@ -31,6 +31,9 @@ pub const DEV_FUNCTIONS: [&str; 23] = [
     "clients-list",
     "clients-revoke",
     "clients-update",
+    "console",
+    "docs",
+    "openapi",
     "not-found",
     "sweep",
     "events-publish",

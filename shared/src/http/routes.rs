@@ -4,9 +4,9 @@
 //! this table to template.yaml's routes, as it holds those to the `make
 //! dev` router and openapi.yaml.
 
-/// Every path the API serves (`{id}` stands for one non-empty segment)
-/// and its methods.
-pub const ROUTES: [(&str, &[&str]); 14] = [
+/// Every path the API serves (a `{…}` segment stands for one non-empty
+/// segment) and its methods.
+pub const ROUTES: [(&str, &[&str]); 19] = [
     ("/slots/availability", &["GET"]),
     ("/slots", &["POST"]),
     ("/slots/{id}", &["GET", "PATCH", "DELETE"]),
@@ -21,17 +21,22 @@ pub const ROUTES: [(&str, &[&str]); 14] = [
     ("/events", &["GET"]),
     ("/clients", &["GET", "POST"]),
     ("/clients/{id}", &["PATCH", "DELETE"]),
+    ("/console", &["GET"]),
+    ("/console/{name}", &["GET"]),
+    ("/docs", &["GET"]),
+    ("/docs/{name}", &["GET"]),
+    ("/openapi.yaml", &["GET"]),
 ];
 
 /// The methods the API serves on `path`, or `None` when no route has that
-/// path. A literal segment wins over `{id}`, as in both routers:
+/// path. A literal segment wins over a parameter, as in both routers:
 /// `/slots/availability` is the list, not a slot.
 pub fn methods_of(path: &str) -> Option<&'static [&'static str]> {
     let segments: Vec<&str> = path.split('/').collect();
     ROUTES
         .iter()
         .filter(|(template, _)| matches(template, &segments))
-        .min_by_key(|(template, _)| template.matches("{id}").count())
+        .min_by_key(|(template, _)| template.split('/').filter(|s| is_parameter(s)).count())
         .map(|(_, methods)| *methods)
 }
 
@@ -39,12 +44,16 @@ fn matches(template: &str, path: &[&str]) -> bool {
     let template: Vec<&str> = template.split('/').collect();
     template.len() == path.len()
         && template.iter().zip(path).all(|(expected, segment)| {
-            if *expected == "{id}" {
+            if is_parameter(expected) {
                 !segment.is_empty()
             } else {
                 expected == segment
             }
         })
+}
+
+fn is_parameter(segment: &str) -> bool {
+    segment.starts_with('{') && segment.ends_with('}')
 }
 
 #[cfg(test)]
@@ -60,6 +69,8 @@ mod tests {
         );
         assert_eq!(methods_of("/holds/7/confirm"), Some(&["POST"][..]));
         assert_eq!(methods_of("/clients"), Some(&["GET", "POST"][..]));
+        assert_eq!(methods_of("/console/main.js"), Some(&["GET"][..]));
+        assert_eq!(methods_of("/openapi.yaml"), Some(&["GET"][..]));
         for unknown in [
             "",
             "/",
@@ -70,6 +81,9 @@ mod tests {
             "/Slots",
             "slots",
             "/prod/slots",
+            "/console/",
+            "/docs/a/b",
+            "/openapi.json",
         ] {
             assert_eq!(methods_of(unknown), None, "{unknown:?}");
         }
