@@ -448,6 +448,33 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
     .await?;
     steps += 2;
 
+    // The pages: the console, the reference and the contract.
+    for (label, path, media_type, holds) in [
+        ("/console", "/console", "text/html", "/console/main.js"),
+        (
+            "/console/{name}",
+            "/console/main.js",
+            "text/javascript",
+            "import",
+        ),
+        ("/docs", "/docs", "text/html", "/docs/redoc.standalone.js"),
+        (
+            "/docs/{name}",
+            "/docs/docs.js",
+            "text/javascript",
+            "Redoc.init",
+        ),
+        (
+            "/openapi.yaml",
+            "/openapi.yaml",
+            "application/yaml",
+            "openapi: 3.1",
+        ),
+    ] {
+        api.page(label, path, media_type, holds).await?;
+    }
+    steps += 5;
+
     api.send(
         Call::new(Method::GET, "$default", "/smoke/no-such-route"),
         404,

@@ -177,4 +177,46 @@ impl Api {
         println!("ok  {what}  {status}  {ms} ms");
         Ok(answer)
     }
+
+    /// A page or one of its files (`label` its route): sent without the
+    /// key, which the pages do not take; fails unless it is a 200 of
+    /// `media_type` with a Content-Security-Policy that frames nothing and
+    /// a body holding `holds`. Prints as [`Api::send`] does.
+    pub async fn page(&self, label: &str, path: &str, media_type: &str, holds: &str) -> Step<()> {
+        let started = Instant::now();
+        let what = format!("GET {label}");
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .map_err(|e| Failure(format!("FAIL  {what}: no answer: {e}")))?;
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            let value = response.headers().get(name)?.to_str().ok()?;
+            Some(value.to_owned())
+        };
+        let (kind, policy) = (header("content-type"), header("content-security-policy"));
+        let text = response.text().await.unwrap_or_default();
+        let ms = started.elapsed().as_millis();
+        let why = if status != 200 {
+            Some("expected 200".to_owned())
+        } else if !kind.as_deref().is_some_and(|k| k.starts_with(media_type)) {
+            Some(format!("not {media_type}: {kind:?}"))
+        } else if !policy
+            .as_deref()
+            .is_some_and(|p| p.contains("frame-ancestors 'none'"))
+        {
+            Some(format!("no strict Content-Security-Policy: {policy:?}"))
+        } else if !text.contains(holds) {
+            Some(format!("the body holds no {holds:?}"))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Failure(format!("FAIL  {what}  {status}  {ms} ms: {why}")));
+        }
+        println!("ok  {what}  {status}  {ms} ms");
+        Ok(())
+    }
 }
