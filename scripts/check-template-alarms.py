@@ -13,31 +13,13 @@ Usage: python check-template-alarms.py TEMPLATE  (exit status 1 on a finding)
 
 import sys
 
-import yaml
+from cfn_template import load
 
 MOST_METRICS = 10
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML with CloudFormation's short-form intrinsics (!Ref, !If, ...)."""
-
-
-def _intrinsic(loader, tag_suffix, node):
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)
-    return {tag_suffix: value}
-
-
-_Loader.add_multi_constructor("!", _intrinsic)
-
-
 def main(path):
-    with open(path, encoding="utf-8") as f:
-        resources = yaml.load(f, Loader=_Loader)["Resources"]
+    resources = load(path)["Resources"]
     functions = {name for name, r in resources.items() if r["Type"] == "AWS::Serverless::Function"}
     routed = {
         name

@@ -28,36 +28,15 @@ import sys
 # A region for the translator's pseudo parameters; no AWS call is made.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
-import yaml
+from cfn_template import load
 from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 
 CUSTOM_RESOURCE = "Migrations"
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML with CloudFormation's short-form intrinsics (!Ref, !Sub, ...)."""
-
-
-def _intrinsic(loader, tag_suffix, node):
-    name = "Ref" if tag_suffix == "Ref" else "Fn::" + tag_suffix
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-        if tag_suffix == "GetAtt":
-            value = value.split(".", 1)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)
-    return {name: value}
-
-
-_Loader.add_multi_constructor("!", _intrinsic)
-
-
 def translate(path):
-    with open(path, encoding="utf-8") as handle:
-        template = yaml.load(handle, Loader=_Loader)  # noqa: S506 (safe loader subclass)
+    template = load(path)
     # The translator wants S3 code locations; `sam build`/`sam package`
     # would put them there. The graph does not depend on them.
     for resource in template.get("Resources", {}).values():

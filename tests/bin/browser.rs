@@ -7,7 +7,7 @@
 //! line fails the run, as does a panic.
 
 use slot_booking_tests::TestDb;
-use slot_booking_tests::dev::{dev_key, ready, start_dev, stop};
+use slot_booking_tests::dev::{dev_key, ready, start_dev, stop, warm_up};
 use slot_booking_tests::watch::{cargo_run_env, workspace_root};
 use std::path::Path;
 use std::time::Instant;
@@ -76,7 +76,7 @@ async fn run(
     ready(base, dev).await?;
     let dev_admin = dev_key(keys, "ADMIN_KEY")
         .ok_or_else(|| format!("make dev wrote no ADMIN_KEY to {}", keys.display()))?;
-    warm_up(base, &dev_admin).await?;
+    warm_up(base, &dev_admin, &WARM_UP).await?;
     let admin = new_client(base, &dev_admin, "console-admin", "admin").await?;
     let booker = new_client(base, &dev_admin, "console-booker", "booker").await?;
     let mut script = tokio::process::Command::new("bash");
@@ -100,37 +100,21 @@ async fn run(
 }
 
 /// One request to each function the pages use, so that the browser's first
-/// requests do not wait for an instance's start (`cargo run` of its binary).
-async fn warm_up(base: &str, admin: &str) -> Result<(), String> {
-    const CALLS: [(&str, &str); 12] = [
-        ("GET", "/console"),
-        ("GET", "/docs"),
-        ("GET", "/openapi.yaml"),
-        ("GET", "/slots/availability"),
-        ("GET", "/slots/0"),
-        ("GET", "/events"),
-        ("GET", "/clients"),
-        ("POST", "/slots/0/hold"),
-        ("POST", "/holds/0/confirm"),
-        ("GET", "/holds/0"),
-        ("POST", "/slots/0/waitlist"),
-        ("PATCH", "/slots/0"),
-    ];
-    let http = reqwest::Client::new();
-    for (method, path) in CALLS {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
-        let response = http
-            .request(method.clone(), format!("{base}{path}"))
-            .bearer_auth(admin)
-            .send()
-            .await
-            .map_err(|e| format!("warm-up {method} {path}: {e}"))?;
-        if response.status().is_server_error() {
-            return Err(format!("warm-up {method} {path}: {}", response.status()));
-        }
-    }
-    Ok(())
-}
+/// requests do not wait for an instance's start.
+const WARM_UP: [(&str, &str, &str); 12] = [
+    ("GET", "/console", ""),
+    ("GET", "/docs", ""),
+    ("GET", "/openapi.yaml", ""),
+    ("GET", "/slots/availability", ""),
+    ("GET", "/slots/0", ""),
+    ("GET", "/events", ""),
+    ("GET", "/clients", ""),
+    ("POST", "/slots/0/hold", ""),
+    ("POST", "/holds/0/confirm", ""),
+    ("GET", "/holds/0", ""),
+    ("POST", "/slots/0/waitlist", ""),
+    ("PATCH", "/slots/0", ""),
+];
 
 /// A client made through the API for this run; its key.
 async fn new_client(base: &str, admin: &str, name: &str, role: &str) -> Result<String, String> {

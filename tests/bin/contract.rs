@@ -4,7 +4,7 @@
 //! booker's keys, then the server stopped. It fails when schemathesis
 //! finds anything, or when the server's output holds a panic.
 
-use slot_booking_tests::dev::{dev_key, ready, start_dev, stop};
+use slot_booking_tests::dev::{dev_key, ready, start_dev, stop, warm_up};
 use slot_booking_tests::watch::{cargo_run_env, workspace_root};
 use slot_booking_tests::{TestDb, scenarios};
 use std::time::Instant;
@@ -75,42 +75,24 @@ async fn main() {
     }
 }
 
-/// One request to every function, one at a time and changing nothing, so
-/// that no fuzzed request waits for an instance's first start (`cargo run`
-/// of its binary, longer while another cargo holds a lock).
-async fn warm_up(base: &str, admin: &str) -> Result<(), String> {
-    const CALLS: [(&str, &str, &str); 14] = [
-        ("GET", "/slots/availability", ""),
-        ("POST", "/slots/0/hold", ""),
-        ("POST", "/holds/0/confirm", ""),
-        ("DELETE", "/holds/0", ""),
-        ("GET", "/holds/0", ""),
-        ("GET", "/holds", ""),
-        ("POST", "/holds/0/extend", ""),
-        ("POST", "/slots", "[]"),
-        ("GET", "/slots/0", ""),
-        ("PATCH", "/slots/0", "{}"),
-        ("DELETE", "/slots/0", ""),
-        ("POST", "/clients", "{}"),
-        ("GET", "/clients", ""),
-        ("DELETE", "/clients/0", ""),
-    ];
-    let http = reqwest::Client::new();
-    for (method, path, body) in CALLS {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
-        let response = http
-            .request(method.clone(), format!("{base}{path}"))
-            .bearer_auth(admin)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| format!("warm-up {method} {path}: {e}"))?;
-        if response.status().is_server_error() {
-            return Err(format!("warm-up {method} {path}: {}", response.status()));
-        }
-    }
-    Ok(())
-}
+/// One request to every function, changing nothing, so that no fuzzed
+/// request waits for an instance's first start.
+const WARM_UP: [(&str, &str, &str); 14] = [
+    ("GET", "/slots/availability", ""),
+    ("POST", "/slots/0/hold", ""),
+    ("POST", "/holds/0/confirm", ""),
+    ("DELETE", "/holds/0", ""),
+    ("GET", "/holds/0", ""),
+    ("GET", "/holds", ""),
+    ("POST", "/holds/0/extend", ""),
+    ("POST", "/slots", "[]"),
+    ("GET", "/slots/0", ""),
+    ("PATCH", "/slots/0", "{}"),
+    ("DELETE", "/slots/0", ""),
+    ("POST", "/clients", "{}"),
+    ("GET", "/clients", ""),
+    ("DELETE", "/clients/0", ""),
+];
 
 async fn run(
     base: &str,
@@ -122,7 +104,7 @@ async fn run(
         dev_key(keys, name).ok_or_else(|| format!("make dev wrote no {name} to {}", keys.display()))
     };
     let (admin, booker) = (key("ADMIN_KEY")?, key("BOOKER_KEY")?);
-    warm_up(base, &admin).await?;
+    warm_up(base, &admin, &WARM_UP).await?;
     let mut script = tokio::process::Command::new("bash");
     for (name, _) in cargo_run_env() {
         script.env_remove(name);

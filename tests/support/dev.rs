@@ -88,3 +88,24 @@ pub async fn stop(dev: &mut Child) {
         let _ = dev.wait().await;
     }
 }
+
+/// One request to each of `calls` (method, path, body), one at a time, as
+/// `key`: no later request waits for an instance's first start (`cargo run`
+/// of its binary, longer while another cargo holds a lock). Fails on a 5xx.
+pub async fn warm_up(base: &str, key: &str, calls: &[(&str, &str, &str)]) -> Result<(), String> {
+    let http = reqwest::Client::new();
+    for (method, path, body) in calls {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+        let response = http
+            .request(method.clone(), format!("{base}{path}"))
+            .bearer_auth(key)
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| format!("warm-up {method} {path}: {e}"))?;
+        if response.status().is_server_error() {
+            return Err(format!("warm-up {method} {path}: {}", response.status()));
+        }
+    }
+    Ok(())
+}

@@ -22,29 +22,60 @@ use crate::error::Error;
 use lambda_http::http::{HeaderValue, StatusCode, header};
 use lambda_http::{Body, Request, Response};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::OnceLock;
 
-/// One file: its name in the URL, its media type and its text.
+/// One file: its name in the URL and its text.
 pub struct Asset {
     pub name: &'static str,
-    pub media_type: &'static str,
     pub text: &'static str,
+    /// Its entity tag, made when the file is first asked for.
+    tag: OnceLock<String>,
 }
 
 macro_rules! asset {
     ($dir:literal, $name:literal) => {
-        Asset {
-            name: $name,
-            media_type: media_type($name),
-            text: include_str!(concat!("../../../web/", $dir, "/", $name)),
-        }
+        Asset::new(
+            $name,
+            include_str!(concat!("../../../web/", $dir, "/", $name)),
+        )
     };
+}
+
+impl Asset {
+    const fn new(name: &'static str, text: &'static str) -> Self {
+        Self {
+            name,
+            text,
+            tag: OnceLock::new(),
+        }
+    }
+
+    /// Its media type, by its name's extension.
+    pub fn media_type(&self) -> &'static str {
+        match self.name.rsplit_once('.').map(|(_, extension)| extension) {
+            Some("html") => "text/html; charset=utf-8",
+            Some("css") => "text/css; charset=utf-8",
+            Some("js") => "text/javascript; charset=utf-8",
+            Some("svg") => "image/svg+xml",
+            Some("txt") => "text/plain; charset=utf-8",
+            Some("yaml") => "application/yaml",
+            _ => "application/octet-stream",
+        }
+    }
+
+    /// Its strong entity tag: the first 128 bits of its text's SHA-256,
+    /// computed once per process.
+    fn etag(&self) -> &str {
+        self.tag.get_or_init(|| {
+            let digest = Sha256::digest(self.text.as_bytes());
+            format!("\"{}\"", hex::encode(&digest[..16]))
+        })
+    }
 }
 
 /// The console: the page at `/console`, every other file at
 /// `/console/{name}` (the tests below hold this list to `web/console/`).
-pub static CONSOLE: &[Asset] = &[
+pub static CONSOLE: [Asset; 12] = [
     asset!("console", "index.html"),
     asset!("console", "console.css"),
     asset!("console", "icon.svg"),
@@ -62,7 +93,7 @@ pub static CONSOLE: &[Asset] = &[
 /// The reference: Redoc's standalone bundle (`web/package-lock.json` pins
 /// it; `make browser` checks the copy here against it) and the two files
 /// that start it on `/openapi.yaml`.
-pub static DOCS: &[Asset] = &[
+pub static DOCS: [Asset; 5] = [
     asset!("docs", "index.html"),
     asset!("docs", "docs.js"),
     asset!("docs", "docs.css"),
@@ -71,11 +102,7 @@ pub static DOCS: &[Asset] = &[
 ];
 
 /// The contract, as the repository holds it.
-pub static OPENAPI: Asset = Asset {
-    name: "openapi.yaml",
-    media_type: "application/yaml",
-    text: include_str!("../../../openapi.yaml"),
-};
+pub static OPENAPI: Asset = Asset::new("openapi.yaml", include_str!("../../../openapi.yaml"));
 
 /// The console's policy: its own scripts, styles and API, nothing else;
 /// Trusted Types with no policy, so the browser refuses any HTML sink
@@ -97,12 +124,12 @@ const DOCUMENT_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// `GET /console` and `GET /console/{name}`.
 pub async fn console_page(request: Request) -> HandlerResult {
-    Ok(serve_from(&request, "/console", CONSOLE, CONSOLE_POLICY))
+    Ok(serve_from(&request, "/console", &CONSOLE, CONSOLE_POLICY))
 }
 
 /// `GET /docs` and `GET /docs/{name}`.
 pub async fn docs_page(request: Request) -> HandlerResult {
-    Ok(serve_from(&request, "/docs", DOCS, DOCS_POLICY))
+    Ok(serve_from(&request, "/docs", &DOCS, DOCS_POLICY))
 }
 
 /// `GET /openapi.yaml`.
@@ -111,12 +138,7 @@ pub async fn openapi_document(request: Request) -> HandlerResult {
 }
 
 /// The page at `root`, or the file named by the one segment after it.
-fn serve_from(
-    request: &Request,
-    root: &str,
-    assets: &'static [Asset],
-    policy: &str,
-) -> Response<Body> {
+fn serve_from(request: &Request, root: &str, assets: &[Asset], policy: &str) -> Response<Body> {
     let path = route_path(request);
     let name = match path.strip_prefix(root) {
         Some("") => Some("index.html"),
@@ -129,8 +151,8 @@ fn serve_from(
     }
 }
 
-fn answer(request: &Request, asset: &'static Asset, policy: &str) -> Response<Body> {
-    let tag = etag(asset);
+fn answer(request: &Request, asset: &Asset, policy: &str) -> Response<Body> {
+    let tag = asset.etag();
     let fresh = request
         .headers()
         .get(header::IF_NONE_MATCH)
@@ -152,7 +174,7 @@ fn answer(request: &Request, asset: &'static Asset, policy: &str) -> Response<Bo
             headers.insert(name, value);
         }
     };
-    set(header::CONTENT_TYPE, asset.media_type);
+    set(header::CONTENT_TYPE, asset.media_type());
     set(header::CONTENT_SECURITY_POLICY, policy);
     set(header::REFERRER_POLICY, "no-referrer");
     set(header::X_CONTENT_TYPE_OPTIONS, "nosniff");
@@ -160,52 +182,6 @@ fn answer(request: &Request, asset: &'static Asset, policy: &str) -> Response<Bo
     set(header::CACHE_CONTROL, "no-cache");
     set(header::ETAG, tag);
     response
-}
-
-/// The asset's strong entity tag, its text's SHA-256 (the first 128 bits),
-/// computed once per file and process, when the file is first asked for.
-fn etag(asset: &'static Asset) -> &'static str {
-    static TAGS: LazyLock<Mutex<HashMap<usize, &'static str>>> = LazyLock::new(Default::default);
-    // The statics above are one object each: an asset is its address.
-    let key = asset as *const Asset as usize;
-    let mut tags = TAGS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    tags.entry(key).or_insert_with(|| {
-        let digest = Sha256::digest(asset.text.as_bytes());
-        String::leak(format!("\"{}\"", hex::encode(&digest[..16])))
-    })
-}
-
-/// The media type of a file, by its extension.
-const fn media_type(name: &str) -> &'static str {
-    let name = name.as_bytes();
-    if ends_with(name, b".html") {
-        "text/html; charset=utf-8"
-    } else if ends_with(name, b".css") {
-        "text/css; charset=utf-8"
-    } else if ends_with(name, b".js") {
-        "text/javascript; charset=utf-8"
-    } else if ends_with(name, b".svg") {
-        "image/svg+xml"
-    } else if ends_with(name, b".txt") {
-        "text/plain; charset=utf-8"
-    } else {
-        "application/octet-stream"
-    }
-}
-
-const fn ends_with(bytes: &[u8], suffix: &[u8]) -> bool {
-    if bytes.len() < suffix.len() {
-        return false;
-    }
-    let start = bytes.len() - suffix.len();
-    let mut i = 0;
-    while i < suffix.len() {
-        if bytes[start + i] != suffix[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
 
 #[cfg(test)]
@@ -242,7 +218,7 @@ mod tests {
     #[test]
     fn every_file_of_the_pages_is_served_and_nothing_else() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../web");
-        for (dir, assets) in [("console", CONSOLE), ("docs", DOCS)] {
+        for (dir, assets) in [("console", &CONSOLE[..]), ("docs", &DOCS[..])] {
             let mut on_disk: Vec<String> = std::fs::read_dir(root.join(dir))
                 .expect("the directory")
                 .map(|entry| {
@@ -259,7 +235,8 @@ mod tests {
             assert_eq!(on_disk, listed, "web/{dir}");
             for asset in assets {
                 assert_ne!(
-                    asset.media_type, "application/octet-stream",
+                    asset.media_type(),
+                    "application/octet-stream",
                     "{}",
                     asset.name
                 );
@@ -323,7 +300,8 @@ mod tests {
                 policy.contains("default-src 'none'") && policy.contains("frame-ancestors 'none'")
             );
         }
-        let tags: std::collections::HashSet<&str> = CONSOLE.iter().chain(DOCS).map(etag).collect();
+        let tags: std::collections::HashSet<&str> =
+            CONSOLE.iter().chain(&DOCS).map(Asset::etag).collect();
         assert_eq!(tags.len(), CONSOLE.len() + DOCS.len(), "one tag per file");
         assert_eq!(
             header_of(&get("/console", None), header::CONTENT_TYPE),
