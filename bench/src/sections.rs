@@ -159,13 +159,16 @@ fn feed(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
          from a scattered position, *booker_page* the same for one of the clients (its own holds' \
          events merged with every slot's), *tail* a poll at the head (nothing new). Each call is \
          the idle check for unnumbered events, then one snapshot: the feed's bounds and the page. \
-         Before the fill, on the empty feed, *outbox.* measures what the outbox costs a booking: \
-         the service's statements for hold and confirm (*raw*, its event included) against the \
-         same without the event (*raw_no_outbox*), in alternating rounds on twin slots, three \
-         times as long as the other groups; *raw_no_outbox_again* is the same SQL as \
-         *raw_no_outbox* in a third arm of the same rounds, a control: its ratio to \
-         *raw_no_outbox* (their ops/s in the table) is what two identical arms read \
-         apart.\n"
+         Before the fill, on the empty feed, *outbox.* measures what the outbox costs a booking, \
+         in alternating rounds on twin slots, three times as long as the other groups: \
+         *service* is a hold or confirm as the service makes it (auth on, one CALL that writes \
+         the change and its event and commits), *raw* the locked sequence of statements, its \
+         event included, and *raw_no_outbox* the same without the event. Judged (issue 32, \
+         restating issue 14): the service against *raw*, both arms paying the event's row; \
+         *raw* against *raw_no_outbox*, what the event itself costs, is in the ratios, not \
+         judged. *raw_no_outbox_again* is the same SQL as *raw_no_outbox* in a fourth arm of \
+         the same rounds, a control: its ratio to *raw_no_outbox* is what two identical arms \
+         read apart.\n"
     );
     facts_rows_and_targets(
         w,

@@ -32,16 +32,19 @@ pub async fn confirms(
     .await
 }
 
-/// The outbox's arms: with the event, without it, and without it again
-/// (the control: how far two identical arms read apart in one run).
-const OUTBOX_ARMS: [Variant; 3] = [
+/// The outbox's arms: the service (its event written in its one CALL),
+/// the raw statements with the same event, without it, and without it
+/// again (the control: how far two identical arms read apart in one run).
+const OUTBOX_ARMS: [Variant; 4] = [
+    Variant::Service,
     Variant::Raw,
     Variant::RawNoOutbox,
     Variant::RawNoOutboxAgain,
 ];
 
-/// SPEC §12's cost: the service's statements with their change's event
-/// (the outbox) and without it, in alternating rounds on twin slots, for
+/// SPEC §12's cost: the service against the raw statements that write the
+/// same event, and those statements with their change's event (the
+/// outbox) and without it, in alternating rounds on twin slots, for
 /// hold and confirm, one slot and spread, 1 and 8 environments.
 pub async fn outbox(
     bench: &Bench,

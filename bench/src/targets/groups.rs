@@ -37,7 +37,10 @@ pub(super) fn revision_targets(rows: &[Row]) -> Vec<Target> {
 
 /// Issue 13's targets at 1,000,000 slots and 10,000,000 holds (`scale`).
 /// SPEC §12: the outbox costs a booking little, and a page stays cheap at
-/// 10 M events.
+/// 10 M events. Issue 32 restates issue 14's line: the service, its event
+/// written in its one CALL, ≥ 0.9 × the raw statements that write the same
+/// event (both arms pay the row). What the event costs against none
+/// (raw against raw_no_outbox) is in the ratios, reported, not judged.
 pub(super) fn feed_targets(rows: &[Row]) -> Vec<Target> {
     let mut out = Vec::new();
     let cases = [
@@ -52,9 +55,12 @@ pub(super) fn feed_targets(rows: &[Row]) -> Vec<Target> {
     {
         out.push(at_least(
             rows,
-            format!("{what} with the outbox ≥ 0.9 × without it ({clients} env)"),
+            format!(
+                "{what} the service with its event in the outbox ≥ 0.9 × raw statements \
+                 writing the same event ({clients} env)"
+            ),
             (scenario, scenario),
-            ("raw", "raw_no_outbox"),
+            ("service", "raw"),
             clients,
             0.9,
         ));
@@ -165,7 +171,7 @@ pub(super) fn scale_targets(rows: &[Row]) -> Vec<Target> {
     ]
 }
 
-const HIT_SCENARIO: &str = "availability_hit.100_slots";
+pub(super) const HIT_SCENARIO: &str = "availability_hit.100_slots";
 
 /// p99 of reads and of writes with the cache dead, sequential and parallel
 /// alike, within the limit of the way it is dead.
@@ -323,37 +329,4 @@ pub(super) fn lifecycle_targets(rows: &[Row]) -> Vec<Target> {
         ));
     }
     out
-}
-
-/// Issue 32's: one hot slot's holds and confirms, the service against today's
-/// statements (the raw arm), at 0.5 ms added per round trip ≥ 2 × at 8
-/// environments and ≥ 2.5 × at 32, and straight ≥ 1.25 × at 8. Unmet
-/// until the hold keeps its slot's lock for no client round trip.
-pub(super) fn hot_targets(rows: &[Row]) -> Vec<Target> {
-    let cases = [(0, 8, 1.25), (500, 8, 2.0), (500, 32, 2.5)];
-    [("hold", crate::hot::SCENARIO), ("confirm", crate::hot::CONFIRM)]
-        .into_iter()
-        .flat_map(|what| cases.map(|case| (what, case)))
-        .map(|((what, prefix), (delay_us, clients, floor))| {
-            let scenario = format!("{prefix}.delay_{delay_us}us");
-            let ops = |variant| {
-                find(rows, &scenario, variant, Some(clients))
-                    .and_then(|row| row.stats.as_ref())
-                    .map(|stats| stats.ops_per_s)
-            };
-            let judged = match (ops("service"), ops("raw")) {
-                (Some(service), Some(raw)) if raw > 0.0 => {
-                    let r = service / raw;
-                    Some((format!("{service:.0} vs {raw:.0} ops/s = {r:.2}"), r >= floor))
-                }
-                _ => None,
-            };
-            Target::new(
-                format!(
-                    "hot slot's {what}, {delay_us} µs added: ≥ {floor} × the locked sequence ({clients} env)"
-                ),
-                judged,
-            )
-        })
-        .collect()
 }

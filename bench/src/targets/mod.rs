@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde_json::json;
 
 mod groups;
+mod hot;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
@@ -150,7 +151,10 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             p99 <= 5.0 && waits == Some(0),
         )
     });
-    out.push(Target::new("sold-out storm: p99 of the 409s ≤ 5 ms", storm));
+    out.push(Target::new(
+        "sold-out storm: p99 of the 409s ≤ 5 ms, zero row lock waits",
+        storm,
+    ));
     let storms: Vec<&Row> = rows
         .iter()
         .filter(|r| r.scenario.contains("storm") && r.variant != "point_read")
@@ -286,6 +290,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     out.extend(groups::revision_targets(rows));
     out.extend(groups::fair_use_targets(rows));
     out.extend(groups::lifecycle_targets(rows));
-    out.extend(groups::hot_targets(rows));
+    out.extend(hot::hot_targets(rows));
+    out.extend(hot::neighbour_targets(rows));
     out
 }
