@@ -22,12 +22,16 @@ pub mod capped;
 mod caps;
 mod check;
 pub mod epilogues;
+#[cfg(test)]
+mod expiry_tests;
 pub mod faults;
 mod ids;
 mod line;
 #[cfg(test)]
 mod line_tests;
 mod model;
+#[cfg(test)]
+mod move_tests;
 mod partition;
 mod slot;
 #[cfg(test)]
