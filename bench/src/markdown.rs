@@ -140,7 +140,11 @@ pub fn render(meta: &Meta, rows: &[Row], ratios: &[Ratio], targets: &[Target]) -
          as the route serves it with auth on (`gate.identify` by the bench client's key, warm, then \
          `availability_json(caller.limit())`: the rate limit and the GET are one script, one round \
          trip), *service_no_auth* the same hit without auth (`availability_json(None)`, a plain \
-         `GET`), *redis_get* a raw `GET` of the same key; the three alternate rounds.\n"
+         `GET`), *redis_get* a raw `GET` of the same key; the three alternate rounds. After each \
+         round, *paired* calls the hit with auth and the raw `GET` by turns on every \
+         environment: its figures are the hits', and `service_per_get` (the GET's mean time \
+         over the hit's) is the hit's rate as a share of the GET's, the two in the same moods \
+         of the machine, which moves a rate by ±30 % from one half-second to the next.\n"
     );
     table(
         w,

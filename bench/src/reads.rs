@@ -215,19 +215,23 @@ pub async fn projections(
                 miss.stats(),
             ));
             if slot_count == 100 && holds == 0 {
-                hits(bench, &envs, "availability_hit.100_slots", timing, emit).await?;
+                hits(bench, &envs, HIT_SCENARIO, timing, emit).await?;
             }
         }
     }
     Ok(())
 }
 
+/// The cached hit at today's size, the figure the hit's targets judge.
+pub const HIT_SCENARIO: &str = "availability_hit.100_slots";
+
 /// `GET /slots/availability` served from the cache, as a request with
 /// auth on is served (the caller by its key, then its rate limit and the
 /// GET in one script), against the same hit without auth (one GET, the
 /// stored bytes checked and returned) and a raw `GET` of the same key on
 /// a Redis connection of the same environment; the three in alternating
-/// rounds, the order rotating. The rows are `scenario`'s.
+/// rounds, the order rotating. Then the hit and the raw GET call by call
+/// (*paired*). The rows are `scenario`'s.
 pub async fn hits(
     bench: &Bench,
     envs: &[Env],
@@ -247,6 +251,7 @@ pub async fn hits(
             }
         };
         let mut samples = vec![Sample::default(); VARIANTS.len()];
+        let mut pairs = Sample::default();
         let mut bytes = 0;
         for round in 0..timing.rounds {
             // A fresh copy at every round: a run never outlives the TTL.
@@ -268,6 +273,7 @@ pub async fn hits(
                 let budget = Budget::Time(timing.seconds / timing.rounds);
                 samples[i].merge(measure::run(clients, budget, op(VARIANTS[i])).await);
             }
+            pairs.merge(paired(&envs, &keys, clients, timing.seconds / timing.rounds).await);
         }
         let params = json!({ "slots": 100, "value_bytes": bytes });
         for (hit, sample) in VARIANTS.iter().zip(&samples) {
@@ -279,8 +285,74 @@ pub async fn hits(
                 sample.stats(),
             ));
         }
+        emit(paired_row(scenario, clients, params, &pairs));
     }
     Ok(())
+}
+
+/// The hit and the raw GET, call by call on every environment: on this
+/// machine a rate moves by ±30 % from one half-second to the next (the
+/// scheduler's moods), so even alternating rounds can catch the two in
+/// different moods; calls that alternate share every mood.
+async fn paired(
+    envs: &Arc<Vec<Env>>,
+    keys: &Arc<shared::cache::Keys>,
+    clients: usize,
+    time: Duration,
+) -> Sample {
+    let turn = Arc::new(AtomicU64::new(0));
+    let (envs, keys) = (envs.clone(), keys.clone());
+    measure::run(clients, Budget::Time(time), move |client: usize| {
+        let (envs, keys, turn) = (envs.clone(), keys.clone(), turn.clone());
+        async move {
+            let hit = if turn.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+                Hit::Service
+            } else {
+                Hit::RedisGet
+            };
+            let started = Instant::now();
+            match hit.call(&envs[client], &keys).await? {
+                Outcome::Done("hit") => Ok(Outcome::Timed(hit.name(), started.elapsed())),
+                other => Err(format!("{} answered {other:?}, not a hit", hit.name())),
+            }
+        }
+    })
+    .await
+}
+
+/// The *paired* row: the hits' own figures, and the two means whose ratio
+/// (`service_per_get`, the GET's mean over the hit's) is the hit's rate
+/// as a share of the GET's.
+fn paired_row(
+    scenario: &str,
+    clients: usize,
+    mut params: serde_json::Value,
+    sample: &Sample,
+) -> Row {
+    let mean_us = |label: &str| {
+        let times: Vec<f64> = sample
+            .calls
+            .iter()
+            .filter(|(l, _)| *l == label)
+            .map(|(_, d)| d.as_secs_f64() * 1e6)
+            .collect();
+        times.iter().sum::<f64>() / times.len().max(1) as f64
+    };
+    let (hit, get) = (mean_us(Hit::Service.name()), mean_us(Hit::RedisGet.name()));
+    params["service_mean_us"] = json!(measure::round(hit, 1));
+    params["redis_get_mean_us"] = json!(measure::round(get, 1));
+    params["service_per_get"] = json!(if hit > 0.0 {
+        measure::round(get / hit, 3)
+    } else {
+        0.0
+    });
+    Row::new(
+        scenario,
+        "paired",
+        clients,
+        params,
+        sample.stats_of(Hit::Service.name()),
+    )
 }
 
 /// One cache hit, three ways.

@@ -44,6 +44,9 @@ pub(crate) fn table<'r>(w: &mut String, rows: impl Iterator<Item = &'r Row>) {
                         | "added_round_trip_ms"
                         | "phase_s"
                         | "cache_connects_per_env_so_far"
+                        | "service_mean_us"
+                        | "redis_get_mean_us"
+                        | "service_per_get"
                 )
             })
             .map(|(k, v)| format!("{k} {v}"))

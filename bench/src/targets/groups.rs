@@ -119,7 +119,7 @@ pub(super) fn scale_targets(rows: &[Row]) -> Vec<Target> {
     let hit_scenario = if stats(crate::scale::HIT_100_SLOTS, "service").is_some() {
         crate::scale::HIT_100_SLOTS
     } else {
-        HIT_SCENARIO
+        crate::reads::HIT_SCENARIO
     };
     let hit = match (
         stats(hit_scenario, "service"),
@@ -170,8 +170,6 @@ pub(super) fn scale_targets(rows: &[Row]) -> Vec<Target> {
         ),
     ]
 }
-
-pub(super) const HIT_SCENARIO: &str = "availability_hit.100_slots";
 
 /// p99 of reads and of writes with the cache dead, sequential and parallel
 /// alike, within the limit of the way it is dead.

@@ -196,7 +196,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         )
     });
     out.push(Target::new("sold-out storm: zero oversell", oversell));
-    const HIT: &str = "availability_hit.100_slots";
+    const HIT: &str = crate::reads::HIT_SCENARIO;
     for clients in [1, 8] {
         out.push(at_least(
             rows,
