@@ -13,7 +13,9 @@
 # sam's own invocations to find fresh, a few seconds in all.
 #
 # Needs cargo-lambda on PATH and the SAM venv (scripts/validate-template.sh
-# --ensure-venv); prints the binaries' names, one a line, on stdout.
+# --ensure-venv); prints the binaries' names, one a line, on stdout. Its
+# callers hold the lambda build lock (scripts/lambda-build-lock.sh says why)
+# over it and the `sam build` after it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 template=$1 arch=$2
@@ -38,19 +40,6 @@ case "$arch" in
     *) echo "lambda-bootstraps: no architecture $arch" >&2; exit 2 ;;
 esac
 for binary in "${binaries[@]}"; do flags+=(--bin "$binary"); done
-# One build at a time: `make test` starts this script early in the
-# background (scripts/ahead.sh) and the sam-build stage runs it again. Cargo
-# serialises the two compilations, but cargo-lambda then MOVES each binary
-# from target/<triple>/release/ into target/lambda/<bin>/bootstrap; the
-# second build re-links the binary the first is moving, and one of them
-# finds it gone ("error moving the binary ... No such file or directory").
-# scripts/sam-build-check.sh takes the same lock over its `sam build`, whose
-# per-function builds move binaries alike, and tells us it holds it.
-if [[ -z "${LAMBDA_BUILD_LOCK_HELD:-}" ]]; then
-    mkdir -p "$ROOT/target"
-    exec 8>"$ROOT/target/.lambda-build.lock"
-    flock 8
-fi
 echo "lambda-bootstraps: cargo lambda build --release for $arch (${#binaries[@]} binaries at once)" >&2
 cargo lambda build "${flags[@]}" >&2
 printf '%s\n' "${binaries[@]}"

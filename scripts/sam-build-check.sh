@@ -92,12 +92,9 @@ cargo fetch --locked >&2
 export CARGO_NET_OFFLINE=true
 
 # 6. Every bootstrap in one cargo invocation first (the script says why),
-# under the lock scripts/lambda-bootstraps.sh explains, held to the end:
-# scripts/ahead.sh may run this script's step 6 while the stage runs it all.
-mkdir -p "$ROOT/target"
-exec 8>"$ROOT/target/.lambda-build.lock"
-flock 8
-export LAMBDA_BUILD_LOCK_HELD=1
+# under the lambda build lock, held to the end: scripts/ahead.sh may run
+# this script's step 6 while the sam-build stage runs it all.
+source scripts/lambda-build-lock.sh
 started=$(now)
 bash scripts/lambda-bootstraps.sh "$TEMPLATE" arm64 >/dev/null
 prebuild_seconds=$(( $(now) - started ))

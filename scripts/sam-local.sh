@@ -79,7 +79,9 @@ log "sam build for $ARCH into ${BUILD_DIR#"$ROOT"/} (a cold release build takes 
 started=$SECONDS
 cargo fetch --locked >&2
 export CARGO_NET_OFFLINE=true
-# Every bootstrap in one cargo invocation, which sam build then finds fresh.
+# Every bootstrap in one cargo invocation, which sam build then finds fresh;
+# both under the lambda build lock, held to the end.
+source scripts/lambda-build-lock.sh
 bash scripts/lambda-bootstraps.sh template.yaml "$ARCH" >/dev/null
 "$SAM" build --build-in-source --template template.yaml \
     --build-dir "$BUILD_DIR" --parameter-overrides "Architecture=$ARCH" >&2

@@ -330,13 +330,12 @@ fn paired_row(
     sample: &Sample,
 ) -> Row {
     let mean_us = |label: &str| {
-        let times: Vec<f64> = sample
+        let (n, total) = sample
             .calls
             .iter()
             .filter(|(l, _)| *l == label)
-            .map(|(_, d)| d.as_secs_f64() * 1e6)
-            .collect();
-        times.iter().sum::<f64>() / times.len().max(1) as f64
+            .fold((0u32, Duration::ZERO), |(n, t), (_, d)| (n + 1, t + *d));
+        total.as_secs_f64() * 1e6 / f64::from(n.max(1))
     };
     let (hit, get) = (mean_us(Hit::Service.name()), mean_us(Hit::RedisGet.name()));
     params["service_mean_us"] = json!(measure::round(hit, 1));
