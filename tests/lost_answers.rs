@@ -253,6 +253,40 @@ async fn an_extension_whose_answer_is_lost_and_then_confirmed_by_another_is_stil
     scene.end().await;
 }
 
+/// Between the unseen COMMIT of a confirm (its one CALL) and the retry,
+/// another request cancels the booking: the retry finds its own
+/// confirmation by the request's number and answers it as it happened
+/// (confirmed), never the hold as it is now (cancelled), which no order
+/// of the two calls could answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_confirm_whose_answer_is_lost_and_then_cancelled_answers_the_confirmation() {
+    let scene = Scene::new(1, HoldRules::default()).await;
+    let hold = scene.held().await.id;
+    let other = scene.db.app();
+    warm(&other).await;
+    let events = locks::EventsLock::take(&scene.db).await;
+    let mut confirm = scene.spawn(|app| async move { app.booking.confirm(&CALLER, hold).await });
+    queued(&scene.db, &mut confirm, 1).await;
+    let mut cancel = tokio::spawn(async move { other.booking.cancel(&CALLER, hold).await });
+    queued(&scene.db, &mut cancel, 2).await;
+    scene.proxy.lose_answers();
+    queued(&scene.db, &mut confirm, 3).await;
+    events.release().await;
+    let confirmed = confirm.await.unwrap().expect("this request's confirmation");
+    assert!(cancel.await.unwrap().expect("cancelled after").changed);
+    assert!(confirmed.changed, "this request's change");
+    assert_eq!(
+        confirmed.hold.status,
+        HoldStatus::Confirmed,
+        "answered as the confirmation left the hold, not as it is now"
+    );
+    assert_eq!(confirmed.hold.cancelled_at, None);
+    assert_eq!(confirmed.hold.slot_id, scene.slot);
+    assert_eq!(Some(confirmed.hold.updated_at), confirmed.hold.confirmed_at);
+    assert_eq!(scene.events_of(hold, "hold.confirmed").await, 1);
+    scene.end().await;
+}
+
 /// The slot starts while a hold decided before the start is committing,
 /// its answer lost: the retry's plain pre-check sees "started" and no
 /// key, neither of them final together. The key is looked at again under

@@ -177,21 +177,10 @@ pub async fn hold(
             .execute(&mut *tx)
             .await?;
     }
-    let inserted = sqlx::query(Booking::HOLD_INSERT)
-        .bind(client)
-        .bind(quantity)
-        .bind(key)
-        .bind(ttl_micros)
-        .bind(RequestId::random().0) // the request's number
-        .bind(slot)
-        .bind(false) // no share checked: the insert guards against one
-        .execute(&mut *tx)
-        .await?;
-    if inserted.rows_affected() == 0 {
+    let Some(id) = insert_hold(&mut tx, client, slot, quantity, key, ttl_micros).await? else {
         tx.rollback().await?;
         return Ok(Outcome::Done("409")); // the slot has started
-    }
-    let id = inserted.last_insert_id();
+    };
     let hold: HoldRow = sqlx::query_as(FIND_BY_ID)
         .bind(id)
         .fetch_one(&mut *tx)
@@ -359,17 +348,10 @@ pub async fn seed_hold(
     if active >= i64::from(slot_row.4) {
         return Ok(Outcome::Done("409"));
     }
-    let inserted = sqlx::query(Booking::HOLD_INSERT)
-        .bind(client)
-        .bind(1_u32)
-        .bind(key)
-        .bind(ttl_micros)
-        .bind(RequestId::random().0) // the request's number
-        .bind(slot)
-        .bind(false) // no share checked: the insert guards against one
-        .execute(&mut *tx)
-        .await?;
-    if inserted.rows_affected() == 0 {
+    if insert_hold(&mut tx, client, slot, 1, key, ttl_micros)
+        .await?
+        .is_none()
+    {
         return Ok(Outcome::Done("409")); // the slot has started
     }
     tx.commit().await?;
@@ -389,4 +371,37 @@ pub async fn projection(pool: &MySqlPool) -> Result<Vec<ProjectionRow>> {
         .bind(1001_u32)
         .fetch_all(pool)
         .await
+}
+
+/// The service's guard and insert (`Booking::HOLD_GUARD`, `HOLD_INSERT`),
+/// under the slot's lock: the new hold's id, or `None` when the slot has
+/// started or has a share (the bench's slots have none).
+async fn insert_hold(
+    conn: &mut MySqlConnection,
+    client: u64,
+    slot: u64,
+    quantity: u32,
+    key: &str,
+    ttl_micros: i64,
+) -> Result<Option<u64>> {
+    let (now, closed, shared): (DateTime<Utc>, bool, bool) = sqlx::query_as(Booking::HOLD_GUARD)
+        .bind(slot)
+        .fetch_one(&mut *conn)
+        .await?;
+    if closed || shared {
+        return Ok(None);
+    }
+    let inserted = sqlx::query(Booking::HOLD_INSERT)
+        .bind(slot)
+        .bind(client)
+        .bind(quantity)
+        .bind(key)
+        .bind(now)
+        .bind(ttl_micros)
+        .bind(now)
+        .bind(now)
+        .bind(RequestId::random().0) // the request's number
+        .execute(&mut *conn)
+        .await?;
+    Ok(Some(inserted.last_insert_id()))
 }

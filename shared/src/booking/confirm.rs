@@ -74,6 +74,7 @@ impl Booking {
         // statements below, in their order, inside the server. An offered
         // hold (its entry is fulfilled with it), or one the procedure
         // declines, is decided by the locked path.
+        written.confirming(&hold);
         if hold.entry_id.is_none()
             && let Some(hold) = confirm_call::confirm(conn, &hold, written).await?
         {

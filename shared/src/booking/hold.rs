@@ -17,6 +17,7 @@ use crate::domain::{ClientId, Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::Error;
 use crate::events::{EventType, commit_with, hold_event};
 use crate::telemetry::{self, Metric};
+use chrono::{DateTime, Utc};
 use sqlx::MySql;
 use sqlx::pool::PoolConnection;
 
@@ -108,16 +109,26 @@ impl Booking {
          GREATEST(reclaimed_until, UTC_TIMESTAMP(6)) WHERE id = ?";
     /// The claim after a reclaim, which holds the lock and found the seats.
     pub const HOLD_CLAIM_RECLAIMED: &'static str = "UPDATE slots SET held = held + ? WHERE id = ?";
-    /// Sent under the slot's lock: its `now` follows the watermark, so the
-    /// new hold is counted (D), and "has the slot started?" is decided at a
-    /// moment of the lock (no row: it has). The last bind is whether the
-    /// share was checked under the lock; if not (the pre-check saw none),
-    /// a share set since also leaves no row, and is checked then. It may
-    /// wait on the key's UNIQUE index, but only ever after the slot's lock
-    /// was granted.
+    /// Sent under the slot's lock (and a capped client's rows), after the
+    /// watermark: its `now` follows every watermark written before, so the
+    /// hold made from it is counted (D), and "has the slot started?" is
+    /// decided at a moment of the lock. It also tells whether the slot has
+    /// a share: a slot without one at the pre-check may have gained one
+    /// since. A locking read of the row this transaction holds: no wait,
+    /// and the row as it is, whenever the snapshot was taken.
+    pub const HOLD_GUARD: &'static str = "SELECT UTC_TIMESTAMP(6) AS now, starts_at <= UTC_TIMESTAMP(6) AS closed, \
+         max_seats_per_client IS NOT NULL AS shared FROM slots WHERE id = ? FOR UPDATE";
+    /// The hold, its times from the guard's `now`. A simple INSERT (one row
+    /// of VALUES), never an `INSERT … SELECT`: InnoDB's consecutive mode
+    /// (MariaDB's default) holds the table's AUTO-INC lock through a whole
+    /// `INSERT … SELECT`, lock waits included, and a simple INSERT of any
+    /// transaction then queues behind it (docs/DESIGN.md, "The implicit
+    /// locks"). It may wait on the key's UNIQUE index or, for its foreign
+    /// key, on a shared lock of the client's `api_clients` row, only ever
+    /// after the slot's lock was granted. Binds: slot, client, quantity,
+    /// key, now, TTL in microseconds, now, now, the request's number.
     pub const HOLD_INSERT: &'static str = "INSERT INTO holds (slot_id, client_id, quantity, idempotency_key, status, expires_at, created_at, updated_at, created_by) \
-         SELECT id, ?, ?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ? \
-         FROM slots WHERE id = ? AND starts_at > UTC_TIMESTAMP(6) AND (max_seats_per_client IS NULL OR ?)";
+         VALUES (?, ?, ?, ?, 'held', ? + INTERVAL ? MICROSECOND, ?, ?, ?)";
 
     async fn hold_once(
         &self,
@@ -308,8 +319,8 @@ impl Booking {
         //     figures are final. A same-key hold committed before our locks
         //     is this request's lost attempt or its twin: a replay. Sent
         //     only when there is something to decide; a slot without a
-        //     share at the pre-check is guarded at the insert instead.
-        let mut checked = seen.share.is_some() || count.is_some();
+        //     share at the pre-check is checked by the guard (3) instead.
+        let checked = seen.share.is_some() || count.is_some();
         if checked {
             match locked_verdict(&mut tx, client, count, key, slot_id, quantity).await? {
                 (Verdict::Pass, Some(counted)) => {
@@ -324,27 +335,24 @@ impl Booking {
                 }
             }
         }
-        // 3. Insert. A concurrent request with the same key waits here on
-        //    the UNIQUE index until we commit, then fails and replays us.
-        let inserted = loop {
-            let inserted = sqlx::query(Self::HOLD_INSERT)
-                .bind(client.0)
-                .bind(quantity)
-                .bind(key.as_str())
-                .bind(ttl_micros)
-                .bind(written.request().0)
-                .bind(slot_id.0)
-                .bind(checked)
-                .execute(&mut *tx)
-                .await;
-            if checked || !matches!(&inserted, Ok(done) if done.rows_affected() == 0) {
-                break inserted;
-            }
-            // 3a. No row: the slot started, or a share was set after the
-            //     pre-check. The share is decided now, under the lock; the
-            //     insert then runs again without its guard (no row again:
-            //     the slot started).
-            checked = true;
+        // 3. The guard, under the lock: started, then a share set after
+        //    the pre-check (decided now, under the lock).
+        let guard: Guard = sqlx::query_as(Self::HOLD_GUARD)
+            .bind(slot_id.0)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(Error::SlotNotFound(slot_id))?;
+        if guard.closed {
+            // The slot started while this request waited for its lock.
+            tx.rollback().await?; // the claim
+            // A same-key request that committed meanwhile is still a
+            // replay (on a slot with room nothing else found it).
+            return match find_by_key(&mut **conn, client, key).await? {
+                Some(hold) => found(hold),
+                None => Err(Error::SlotClosed(slot_id)),
+            };
+        }
+        if guard.shared && !checked {
             match locked_verdict(&mut tx, client, None, key, slot_id, quantity).await? {
                 (Verdict::Pass, _) => {}
                 (ended, _) => {
@@ -352,19 +360,23 @@ impl Booking {
                     return answer(conn, ended, found).await;
                 }
             }
-        };
+        }
+        // 4. Insert. A concurrent request with the same key waits here on
+        //    the UNIQUE index until we commit, then fails and replays us.
+        let inserted = sqlx::query(Self::HOLD_INSERT)
+            .bind(slot_id.0)
+            .bind(client.0)
+            .bind(quantity)
+            .bind(key.as_str())
+            .bind(guard.now)
+            .bind(ttl_micros)
+            .bind(guard.now)
+            .bind(guard.now)
+            .bind(written.request().0)
+            .execute(&mut *tx)
+            .await;
         let id = match inserted {
-            Ok(done) if done.rows_affected() == 1 => HoldId(done.last_insert_id()),
-            Ok(_) => {
-                // The slot started while this request waited for its lock.
-                tx.rollback().await?; // the claim
-                // A same-key request that committed meanwhile is still a
-                // replay (on a slot with room nothing else found it).
-                return match find_by_key(&mut **conn, client, key).await? {
-                    Some(hold) => found(hold),
-                    None => Err(Error::SlotClosed(slot_id)),
-                };
-            }
+            Ok(done) => HoldId(done.last_insert_id()),
             Err(err) if db::is_unique_violation(&err) => {
                 tx.rollback().await?; // the claim
                 // The winner's hold is the answer, or, for another
@@ -376,7 +388,7 @@ impl Booking {
         let hold = find_by_id(&mut *tx, id)
             .await?
             .ok_or(Error::HoldNotFound(id))?;
-        // 4. Its event, last, in the same transaction: with the COMMIT.
+        // 5. Its event, last, in the same transaction: with the COMMIT.
         let event = hold_event(EventType::HoldCreated, &hold)?;
         written.record(&hold);
         commit_with(tx, &[event]).await?;
@@ -396,4 +408,12 @@ impl Booking {
         }
         refused
     }
+}
+
+/// [`Booking::HOLD_GUARD`]'s row.
+#[derive(sqlx::FromRow)]
+struct Guard {
+    now: DateTime<Utc>,
+    closed: bool,
+    shared: bool,
 }

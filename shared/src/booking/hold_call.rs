@@ -1,5 +1,6 @@
 //! A hold's common path in one CALL (docs/DESIGN.md, "One CALL under the
-//! lock"): the `hold_place` procedure (migrations/…_hold_place.sql) claims,
+//! lock"): the `hold_place_simple` procedure
+//! (migrations/…_hold_place_simple.sql) claims, guards,
 //! inserts, writes the event and commits inside the server, so the slot's
 //! row lock is held for no round trip to this function. Its statements are
 //! the locked path's own (`hold.rs`), which a unit test compares; any other
@@ -19,7 +20,7 @@ use sqlx::pool::PoolConnection;
 
 /// Binds: client, cap (NULL: none), the allowance's new-row window in
 /// seconds, quantity, slot, key, TTL in microseconds, the request's number.
-pub const HOLD_PLACE: &str = "CALL hold_place(?, ?, ?, ?, ?, ?, ?, ?)";
+pub const HOLD_PLACE: &str = "CALL hold_place_simple(?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// What the procedure did.
 pub(super) enum Placed {
@@ -128,7 +129,7 @@ pub(super) async fn place(
 
 fn unexpected(what: String) -> Error {
     Error::Unavailable(sqlx::Error::Protocol(format!(
-        "hold_place came back with {what}"
+        "hold_place_simple came back with {what}"
     )))
 }
 
@@ -137,9 +138,9 @@ mod tests {
     use crate::Booking;
     use crate::db::procedure::{procedure_sql, words};
 
-    /// `migrations/…_hold_place.sql`, the last that defines it.
+    /// `migrations/…_hold_place_simple.sql`, the last that defines it.
     fn procedure() -> String {
-        procedure_sql("hold_place")
+        procedure_sql("hold_place_simple")
     }
 
     fn bound(sql: &str, binds: &[&str]) -> String {
@@ -166,8 +167,8 @@ mod tests {
         );
     }
 
-    /// The procedure's claim, watermark and INSERT are the locked path's,
-    /// word for word, its share unchecked.
+    /// The procedure's claim, watermark, guard and INSERT are the locked
+    /// path's, word for word, the guard's row read into variables.
     #[test]
     fn the_procedure_sends_the_locked_paths_statements() {
         let procedure = procedure();
@@ -175,15 +176,22 @@ mod tests {
             bound(Booking::HOLD_CLAIM, &["p_quantity", "p_slot", "p_quantity"]),
             bound(Booking::HOLD_WATERMARK, &["p_slot"]),
             bound(
+                &Booking::HOLD_GUARD
+                    .replace(" FROM slots", " INTO v_now, v_closed, v_shared FROM slots"),
+                &["p_slot"],
+            ),
+            bound(
                 Booking::HOLD_INSERT,
                 &[
+                    "p_slot",
                     "p_client",
                     "p_quantity",
                     "p_key",
+                    "v_now",
                     "p_ttl",
+                    "v_now",
+                    "v_now",
                     "p_request",
-                    "p_slot",
-                    "FALSE",
                 ],
             ),
         ] {

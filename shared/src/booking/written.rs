@@ -11,7 +11,7 @@
 //! an unseen COMMIT"). Nothing is recorded, and nothing compared, on an
 //! attempt that is not a retry.
 
-use crate::domain::{Hold, RequestId};
+use crate::domain::{Hold, HoldStatus, RequestId};
 use crate::error::Error;
 use crate::events::EventType;
 use futures_util::TryStreamExt;
@@ -27,6 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[derive(Debug)]
 pub(super) struct Written {
     hold: Option<Hold>,
+    /// The hold as the plain read found it, before a CALL that may confirm
+    /// it: that CALL's row is known only from its answer.
+    confirming: Option<Hold>,
     request: RequestId,
     called: AtomicBool,
     unanswered: AtomicBool,
@@ -36,6 +39,7 @@ impl Default for Written {
     fn default() -> Self {
         Self {
             hold: None,
+            confirming: None,
             request: RequestId::random(),
             called: AtomicBool::new(false),
             unanswered: AtomicBool::new(false),
@@ -46,6 +50,12 @@ impl Default for Written {
 impl Written {
     pub(super) fn record(&mut self, hold: &Hold) {
         self.hold = Some(hold.clone());
+    }
+
+    /// A CALL that may confirm `read` is about to be sent: a retry that
+    /// finds the confirmation answers it from this read ([`Self::confirmed`]).
+    pub(super) fn confirming(&mut self, read: &Hold) {
+        self.confirming = Some(read.clone());
     }
 
     /// This request's number, written by its change (`holds.created_by`,
@@ -83,13 +93,34 @@ impl Written {
 
     /// The earlier attempt's confirmation, if `found` carries it: a hold
     /// is confirmed at most once, and `confirmed_by` tells whose
-    /// confirmation it was. The recorded row, if the attempt read it.
+    /// confirmation it was. The recorded row, if the attempt read it;
+    /// else the hold as that confirmation left it ([`Self::confirmation`]).
     pub(super) fn confirmed(&self, found: &Hold) -> Option<Hold> {
         if found.confirmed_by != Some(self.request) {
             return None;
         }
         let recorded = self.hold.clone().filter(|hold| hold.id == found.id);
-        Some(recorded.unwrap_or_else(|| found.clone()))
+        Some(recorded.unwrap_or_else(|| self.confirmation(found)))
+    }
+
+    /// The hold as this request's confirmation left it, never as `found`
+    /// is now: the booking may have been cancelled or moved since, each
+    /// another request's change, not this one's answer. The confirmation
+    /// wrote `confirmed_at` and `updated_at` with one `now`, and nothing
+    /// changes `expires_at` after it; the slot is the one the CALL
+    /// confirmed it on, the plain read's.
+    fn confirmation(&self, found: &Hold) -> Hold {
+        let read = self.confirming.clone().filter(|read| read.id == found.id);
+        Hold {
+            status: HoldStatus::Confirmed,
+            active: false,
+            expires_at: found.expires_at,
+            confirmed_at: found.confirmed_at,
+            cancelled_at: None,
+            updated_at: found.confirmed_at.unwrap_or(found.updated_at),
+            confirmed_by: found.confirmed_by,
+            ..read.unwrap_or_else(|| found.clone())
+        }
     }
 
     /// The earlier attempt's cancellation, if `found` carries it: a hold

@@ -152,7 +152,11 @@ fn pool_options(max_connections: u32) -> MySqlPoolOptions {
 pub enum Failure {
     /// Deadlock (1213) or, on MariaDB ≥ 11.6 with snapshot isolation,
     /// "record has changed since last read" (1020): InnoDB rolled the
-    /// transaction back; running it again is the documented remedy.
+    /// transaction back; running it again is the documented remedy. Also
+    /// "failed to read auto-increment value" (1467): a wait for a table's
+    /// AUTO-INC lock that ended in a deadlock (or its timeout). No
+    /// statement of ours takes that lock (docs/DESIGN.md, "The implicit
+    /// locks"); an operator's `INSERT … SELECT` still can.
     Conflict,
     /// The connection broke (killed, server gone, network): the transaction
     /// was rolled back by the server; run it again on a new connection.
@@ -173,7 +177,7 @@ pub fn classify(err: &sqlx::Error) -> Failure {
         sqlx::Error::WorkerCrashed => Failure::ConnectionLost,
         sqlx::Error::Database(db) => match db.try_downcast_ref::<MySqlDatabaseError>() {
             Some(my) => match my.number() {
-                1213 | 1020 => Failure::Conflict,
+                1213 | 1020 | 1467 => Failure::Conflict,
                 // Killed (MariaDB 1927, MySQL 1317 "query interrupted"),
                 // gone away, lost during query, shutting down.
                 1927 | 1317 | 2006 | 2013 | 1053 | 4031 => Failure::ConnectionLost,

@@ -91,6 +91,12 @@ const BOOKING: &[Grant] = &[
         object: Object::Procedure("hold_place"),
         privileges: &["EXECUTE"],
     },
+    // The hold's common path with a simple INSERT; `hold_place` stays for
+    // the release before it, during a deploy.
+    Grant {
+        object: Object::Procedure("hold_place_simple"),
+        privileges: &["EXECUTE"],
+    },
     Grant {
         object: Object::Procedure("hold_confirm"),
         privileges: &["EXECUTE"],

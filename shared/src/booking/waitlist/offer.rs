@@ -8,12 +8,11 @@
 //! `now`s they write and compare come from statements sent after that lock.
 
 use super::sql::{EntryRow, FIND_ENTRY};
-use crate::booking::sql::HoldRow;
-use crate::domain::{Entry, EntryId, EntryStatus, Hold, HoldId, SlotId};
+use crate::domain::{ClientId, Entry, EntryId, EntryStatus, Hold, HoldId, HoldStatus, SlotId};
 use crate::error::Error;
 use crate::events::{EventType, NewEvent, entry_event, hold_event, record_events};
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, MySqlConnection, Row};
+use sqlx::{FromRow, MySqlConnection};
 use std::time::Duration;
 
 /// Whether the slot started (a now after its lock), and its line's
@@ -21,18 +20,26 @@ use std::time::Duration;
 pub const OFFER_STATE: &str =
     "SELECT starts_at <= UTC_TIMESTAMP(6), waiting_min FROM slots WHERE id = ?";
 
-/// The hold of the earliest waiting entry whose quantity `free` seats
-/// cover, made from the entry in one statement: its client's, its
-/// quantity, a key of the server's own (`UUID()`: the client's keys are
-/// its own to choose), the usual TTL from a now after the slot's lock (so
-/// it is counted: D). Entries change only under the slot's lock, which is
-/// held: the entry read is the one marked next.
-pub const OFFER_NEXT: &str = "INSERT INTO holds (slot_id, client_id, entry_id, quantity, idempotency_key, \
-     status, expires_at, created_at, updated_at) \
-     SELECT slot_id, client_id, id, quantity, UUID(), 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
-     UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM waitlist_entries \
+/// The earliest waiting entry whose quantity `free` seats cover, locked,
+/// with a `now` after the slot's lock for its hold's times (so it is
+/// counted: D). Entries change only under the slot's lock, which is held:
+/// the entry read is the one marked next, and the locking read sees it
+/// as it is, whenever the caller's snapshot was taken.
+pub const OFFER_PICK: &str = "SELECT id, client_id, quantity, idempotency_key, created_at, \
+     UTC_TIMESTAMP(6) AS now FROM waitlist_entries \
      FORCE INDEX (waitlist_entries_slot_id_status_id_index) \
-     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? ORDER BY id LIMIT 1";
+     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? ORDER BY id LIMIT 1 FOR UPDATE";
+/// The entry's hold: its client's, its quantity, a key of the server's
+/// own (the client's keys are its own to choose), the usual TTL from the
+/// pick's `now`. A simple INSERT after a read, never one `INSERT …
+/// SELECT`: that would hold the table's AUTO-INC lock while it waited for
+/// its foreign key's shared lock on the client's `api_clients` row, and
+/// every hold's INSERT would queue behind it (docs/DESIGN.md, "The
+/// implicit locks"). Binds: slot, client, entry, quantity, key, now, TTL
+/// in microseconds, now, now.
+pub const OFFER_INSERT: &str = "INSERT INTO holds (slot_id, client_id, entry_id, quantity, idempotency_key, \
+     status, expires_at, created_at, updated_at) \
+     VALUES (?, ?, ?, ?, ?, 'held', ? + INTERVAL ? MICROSECOND, ?, ?)";
 /// The seats offered move from the line to the held counter, and the
 /// line's smallest quantity follows what is left of it, in one statement
 /// after the offers.
@@ -42,18 +49,6 @@ pub const OFFER_COUNT: &str = "UPDATE slots SET held = held + ?, waiting = waiti
 /// The entry offered, at its hold's making.
 pub const OFFER_MARK: &str = "UPDATE waitlist_entries SET status = 'offered', hold_id = ?, \
      updated_at = ? WHERE id = ?";
-/// The hold an offer made, with the two fields of its entry it does not
-/// carry (the entry's key and creation), so that one read gives both
-/// resources for their events. A locking read (of two rows by their
-/// primary keys, this transaction's to change anyway): it reads the rows
-/// as they are, whenever the caller's snapshot was taken.
-pub const OFFER_READ: &str = concat!(
-    "SELECT ",
-    hold_columns!(),
-    ", (SELECT e.idempotency_key FROM waitlist_entries e WHERE e.id = holds.entry_id) AS entry_key, \
-     (SELECT e.created_at FROM waitlist_entries e WHERE e.id = holds.entry_id) AS entry_created_at \
-     FROM holds WHERE id = ? FOR UPDATE"
-);
 /// The line's smallest quantity, after entries left it.
 pub const WAITING_MIN: &str = "UPDATE slots SET waiting_min = \
      (SELECT MIN(quantity) FROM waitlist_entries WHERE slot_id = ? AND status = 'waiting') WHERE id = ?";
@@ -117,17 +112,36 @@ pub(crate) async fn offer_to(
     let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
     let mut seats = 0u32;
     while free > 0 {
-        // The next entry's hold, made from it: none made, none fits.
-        let made = sqlx::query(OFFER_NEXT)
-            .bind(ttl)
+        // The next entry, then its hold: none picked, none fits.
+        let Some(picked) = sqlx::query_as::<_, Picked>(OFFER_PICK)
             .bind(slot.0)
             .bind(free)
+            .fetch_optional(&mut *conn)
+            .await?
+        else {
+            break;
+        };
+        let (hold, offered) = picked.offer(slot, ttl);
+        let made = sqlx::query(OFFER_INSERT)
+            .bind(slot.0)
+            .bind(hold.client_id.0)
+            .bind(offered.id.0)
+            .bind(hold.quantity)
+            .bind(&hold.idempotency_key)
+            .bind(picked.now)
+            .bind(ttl)
+            .bind(picked.now)
+            .bind(picked.now)
             .execute(&mut *conn)
             .await?;
-        if made.rows_affected() == 0 {
-            break;
-        }
-        let (hold, offered) = read_offer(conn, HoldId(made.last_insert_id())).await?;
+        let hold = Hold {
+            id: HoldId(made.last_insert_id()),
+            ..hold
+        };
+        let offered = Entry {
+            hold_id: Some(hold.id),
+            ..offered
+        };
         sqlx::query(OFFER_MARK)
             .bind(hold.id.0)
             .bind(offered.updated_at)
@@ -282,30 +296,53 @@ async fn read_entry(conn: &mut MySqlConnection, entry: EntryId) -> Result<Entry,
         .into_entry()
 }
 
-/// The hold an offer made and its entry as [`OFFER_MARK`] leaves it: the
-/// entry's slot, client and quantity are its hold's, its status
-/// `offered`, its `updated_at` the hold's making; no position.
-async fn read_offer(conn: &mut MySqlConnection, id: HoldId) -> Result<(Hold, Entry), Error> {
-    let row = sqlx::query(OFFER_READ)
-        .bind(id.0)
-        .fetch_optional(&mut *conn)
-        .await?
-        .ok_or(Error::HoldNotFound(id))?;
-    let key: String = row.try_get("entry_key")?;
-    let created_at: DateTime<Utc> = row.try_get("entry_created_at")?;
-    let hold = HoldRow::from_row(&row)?.into_hold()?;
-    let entry = hold.entry_id.ok_or(Error::NotFound("waiting-list entry"))?;
-    let offered = Entry {
-        id: entry,
-        slot_id: hold.slot_id,
-        client_id: hold.client_id,
-        quantity: hold.quantity,
-        status: EntryStatus::Offered,
-        position: None,
-        hold_id: Some(hold.id),
-        idempotency_key: key,
-        created_at,
-        updated_at: hold.created_at,
-    };
-    Ok((hold, offered))
+/// [`OFFER_PICK`]'s row: the entry to offer, and the `now` of its hold.
+#[derive(FromRow)]
+struct Picked {
+    id: u64,
+    client_id: u64,
+    quantity: u32,
+    idempotency_key: String,
+    created_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+}
+
+impl Picked {
+    /// The hold [`OFFER_INSERT`] makes of this entry (its id is the
+    /// INSERT's), and the entry as [`OFFER_MARK`] leaves it: `offered`,
+    /// its `updated_at` the hold's making, no position. Every field is
+    /// what the INSERT writes: a read back would tell nothing new.
+    fn offer(&self, slot: SlotId, ttl: i64) -> (Hold, Entry) {
+        let expires_at = self.now + chrono::Duration::microseconds(ttl);
+        let hold = Hold {
+            id: HoldId(0),
+            slot_id: slot,
+            client_id: ClientId(self.client_id),
+            status: HoldStatus::Held,
+            quantity: self.quantity,
+            active: expires_at > self.now,
+            idempotency_key: uuid::Uuid::new_v4().hyphenated().to_string(),
+            expires_at,
+            confirmed_at: None,
+            cancelled_at: None,
+            created_at: self.now,
+            updated_at: self.now,
+            entry_id: Some(EntryId(self.id)),
+            created_by: None,
+            confirmed_by: None,
+        };
+        let offered = Entry {
+            id: EntryId(self.id),
+            slot_id: slot,
+            client_id: ClientId(self.client_id),
+            quantity: self.quantity,
+            status: EntryStatus::Offered,
+            position: None,
+            hold_id: None,
+            idempotency_key: self.idempotency_key.clone(),
+            created_at: self.created_at,
+            updated_at: self.now,
+        };
+        (hold, offered)
+    }
 }
