@@ -26,7 +26,7 @@ mod written;
 
 pub use hoarding::{ClientExpired, Hoarding};
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
-pub(crate) use reclaim::{reclaim_and_offer, reclaim_locked};
+pub(crate) use reclaim::reclaim_locked;
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, HoldRow, LOCK_HOLD, LOCK_SLOT};
 pub use sweep::{SweepLimits, SweepReport};
 pub use waitlist::{Joined, Left};
