@@ -285,7 +285,11 @@ async fn a_refused_capacity_cut_gives_back_nothing_and_offers_nothing() {
     assert_eq!(status, 201);
     let (status, lapsing) = hold(&app, slot.0, 1).await; // 1 held, to expire
     assert_eq!(status, 201);
-    let join = join_request(&slot.0.to_string(), new_key().as_str(), r#"{"quantity": 1}"#);
+    let join = join_request(
+        &slot.0.to_string(),
+        new_key().as_str(),
+        r#"{"quantity": 1}"#,
+    );
     let (status, entry) = read(http::join_waitlist(&app, join).await.unwrap());
     assert_eq!(status, 201, "{entry}");
     // Expired now, after the watermark (still counted): a reclaim would

@@ -21,18 +21,55 @@ use std::time::Duration;
 pub const OFFER_STATE: &str =
     "SELECT starts_at <= UTC_TIMESTAMP(6), waiting_min FROM slots WHERE id = ?";
 
+/// On an entry of `waitlist_entries`: its client is revoked.
+macro_rules! revoked {
+    () => {
+        "EXISTS (SELECT 1 FROM api_clients c \
+         WHERE c.id = waitlist_entries.client_id AND c.revoked_at IS NOT NULL)"
+    };
+}
+
 /// The hold of the earliest waiting entry whose quantity `free` seats
 /// cover, made from the entry in one statement: its client's, its
 /// quantity, a key of the server's own (`UUID()`: the client's keys are
 /// its own to choose), the usual TTL from a now after the slot's lock (so
 /// it is counted: D). Entries change only under the slot's lock, which is
 /// held: the entry read is the one marked next.
-pub const OFFER_NEXT: &str = "INSERT INTO holds (slot_id, client_id, entry_id, quantity, idempotency_key, \
+///
+/// A revoked client is never offered seats (SPEC §23.9): its entries are
+/// passed over (`AND NOT EXISTS …`; a revocation ends those it finds, this
+/// guards the ones joined by a key an environment still trusted for up
+/// to 30 s, and an offer racing the revocation). The subquery's read of
+/// the client row is a locking one (an `INSERT … SELECT` reads its
+/// sources with shared locks): it waits for a revocation in flight and
+/// sees it, and it takes the lock the insert's foreign key takes on that
+/// same row anyway, under the slot's lock (docs/DESIGN.md, "Revoking a
+/// client").
+pub const OFFER_NEXT: &str = concat!(
+    "INSERT INTO holds (slot_id, client_id, entry_id, quantity, idempotency_key, \
      status, expires_at, created_at, updated_at) \
      SELECT slot_id, client_id, id, quantity, UUID(), 'held', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
      UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM waitlist_entries \
      FORCE INDEX (waitlist_entries_slot_id_status_id_index) \
-     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? ORDER BY id LIMIT 1";
+     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? AND NOT ",
+    revoked!(),
+    " ORDER BY id LIMIT 1"
+);
+
+/// The waiting entries of revoked clients that `?` seats cover, locked
+/// (one range of the first-fit index: the entries those seats fit). Read
+/// by every offer pass that can offer, before its offers: a revocation
+/// ends its client's entries itself, so these are the ones made by a key
+/// an environment still trusted (SPEC §8: up to 30 s). The subquery is a
+/// consistent read (a locking read's subqueries lock nothing): the client
+/// rows stay unlocked but for the foreign key's shared lock of an offer.
+pub const REVOKED_IN_LINE: &str = concat!(
+    "SELECT id FROM waitlist_entries FORCE INDEX (waitlist_entries_slot_id_status_quantity_id_index) \
+     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? AND ",
+    revoked!(),
+    " ORDER BY id FOR UPDATE"
+);
+
 /// The seats offered move from the line to the held counter, and the
 /// line's smallest quantity follows what is left of it, in one statement
 /// after the offers.
@@ -114,6 +151,10 @@ pub(crate) async fn offer_to(
     if line.smallest.is_none_or(|smallest| free < smallest) {
         return Ok(free);
     }
+    // Entries of revoked clients that these seats fit end first (SPEC
+    // §23.9: never offered): passed over, they would stand before the
+    // entries offered (first fit) and keep seats they fit from everyone.
+    end_revoked(conn, slot, free, events).await?;
     let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
     let mut seats = 0u32;
     while free > 0 {
@@ -149,6 +190,39 @@ pub(crate) async fn offer_to(
             .await?;
     }
     Ok(free)
+}
+
+/// The entries of revoked clients that `free` seats cover end `expired`
+/// (SPEC §23.9: never offered), with their events and the line's counters,
+/// before the offers: none stands before an entry offered (W3), none
+/// keeps seats it fits from everyone (W2).
+async fn end_revoked(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+    free: u32,
+    events: &mut Vec<NewEvent>,
+) -> Result<(), Error> {
+    let ids: Vec<u64> = sqlx::query_scalar(REVOKED_IN_LINE)
+        .bind(slot.0)
+        .bind(free)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut seats = 0u32;
+    for id in ids {
+        if let Some(ended) = end(conn, EntryId(id), "waiting", "expired").await? {
+            seats = seats.saturating_add(ended.quantity);
+            events.push(entry_event(EventType::WaitlistExpired, &ended)?);
+        }
+    }
+    if seats > 0 {
+        sqlx::query(LINE_LEFT)
+            .bind(seats)
+            .bind(slot.0)
+            .execute(&mut *conn)
+            .await?;
+        waiting_min(conn, slot).await?;
+    }
+    Ok(())
 }
 
 /// Entries whose offered hold ended unconfirmed (cancelled, or given back
