@@ -77,11 +77,11 @@ async fn a_rotated_password_and_every_kind_of_extra_grant_are_set_right_on_the_n
         // A table the duty does not use, with GRANT OPTION, and a bare
         // GRANT OPTION: the option goes with the table's last privilege.
         format!(
-            "GRANT SELECT ON `{database}`.`holds` TO {} WITH GRANT OPTION",
+            "GRANT SELECT ON `{database}`.`sweep_reports` TO {} WITH GRANT OPTION",
             clients.account()
         ),
         format!(
-            "GRANT USAGE ON `{database}`.`events` TO {} WITH GRANT OPTION",
+            "GRANT USAGE ON `{database}`.`event_feed` TO {} WITH GRANT OPTION",
             clients.account()
         ),
     ] {
@@ -128,8 +128,8 @@ async fn a_rotated_password_and_every_kind_of_extra_grant_are_set_right_on_the_n
     let revoked = format!("{:?}", outcome.revoked);
     for extra in [
         format!("\"EXECUTE ON PROCEDURE `{database}`.`events_commit`\""),
-        format!("\"SELECT WITH GRANT OPTION ON `{database}`.`holds`\""),
-        format!("\"USAGE WITH GRANT OPTION ON `{database}`.`events`\""),
+        format!("\"SELECT WITH GRANT OPTION ON `{database}`.`sweep_reports`\""),
+        format!("\"USAGE WITH GRANT OPTION ON `{database}`.`event_feed`\""),
     ] {
         assert!(revoked.contains(&extra), "{extra} not revoked: {revoked}");
     }
@@ -139,8 +139,9 @@ async fn a_rotated_password_and_every_kind_of_extra_grant_are_set_right_on_the_n
         .await
         .unwrap();
     assert_eq!(
-        left, 2,
-        "the grants of its duty alone (api_clients, client_allowances)"
+        left, 6,
+        "the grants of its duty alone (api_clients, client_allowances, and a revocation's \
+         slots, holds, waitlist_entries, events)"
     );
     root.close().await.ok();
     let old = booking.connect_with(&db, first).await;

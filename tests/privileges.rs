@@ -17,7 +17,7 @@ use shared::http;
 use shared::migrate::duty::Duty;
 use slot_booking_tests::caps::capped_hold;
 use slot_booking_tests::db_users::{UniqueUser, denied, deploy};
-use slot_booking_tests::keys::clients_request;
+use slot_booking_tests::keys::{TestClient, clients_request};
 use slot_booking_tests::*;
 use sqlx::{Connection, Executor, MySqlConnection};
 use std::time::Duration;
@@ -40,6 +40,11 @@ const BOOKING: &[(&str, &[&str])] = &[
 const CLIENT_ADMIN: &[(&str, &[&str])] = &[
     ("api_clients", &["SELECT", "INSERT", "UPDATE"]),
     ("client_allowances", &["SELECT", "INSERT", "UPDATE"]),
+    // A revocation gives the client's seats back (SPEC §23.9).
+    ("slots", &["SELECT", "UPDATE"]),
+    ("holds", &["SELECT", "INSERT", "UPDATE"]),
+    ("waitlist_entries", &["SELECT", "UPDATE"]),
+    ("events", &["INSERT"]),
 ];
 
 async fn two_users(db: &TestDb) -> (UniqueUser, UniqueUser) {
@@ -373,7 +378,36 @@ async fn the_service_runs_as_its_users() {
     let patch = request(Method::PATCH, &path, Some(&id), Some(limits));
     let (status, body) = answered(http::patch_client(&app, patch).await);
     assert_eq!(status, 200, "{body}");
+    // The new client holds the last seat of a slot whose line the shop
+    // waits in: its revocation gives it back and offers it, every
+    // statement as the client administration user (SPEC §23.9).
+    let new = TestClient {
+        id: shared::clients::ClientId(created["id"].as_u64().expect("id")),
+        key: created["key"].as_str().expect("key").to_string(),
+    };
+    let booking_app = booking.app(&db);
+    let (status, body) = slots::create(
+        &booking_app,
+        &admin,
+        &slots::slot_body(&slots::tomorrow(11), &slots::tomorrow(12), 1),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let full = body["id"].as_u64().expect("slot id").to_string();
+    let hold = new.by(hold_request(&full, Some(new_key().as_str())));
+    let (status, body) = answered(http::hold(&booking_app, hold).await);
+    assert_eq!(status, 201, "{body}");
+    let join = shop.by(join_request(&full, new_key().as_str(), "{}"));
+    let (status, entry) = answered(http::join_waitlist(&booking_app, join).await);
+    assert_eq!(status, 201, "{entry}");
     let revoke = request(Method::DELETE, &path, Some(&id), None);
     let (status, body) = answered(http::revoke_client(&app, revoke).await);
     assert!(matches!(status, 200 | 204), "{status} {body}");
+    let entry = shop.by(entry_request("GET", &entry["id"].to_string()));
+    let (status, entry) = answered(http::get_entry(&booking_app, entry).await);
+    assert_eq!(
+        (status, entry["status"].as_str()),
+        (200, Some("offered")),
+        "{entry}"
+    );
 }

@@ -237,6 +237,86 @@ async fn only_admins_change_slots_anyone_with_a_key_reads_them_and_missing_ones_
     db.drop().await;
 }
 
+/// Everything a PATCH's refusal could have changed: the slot's row, the
+/// holds, the entries and the feed.
+async fn everything(db: &TestDb, slot: SlotId) -> Value {
+    let row: (u32, u32, u32, String, u32, Option<u32>, String) = sqlx::query_as(
+        "SELECT capacity, remaining, held, CAST(reclaimed_until AS CHAR), waiting, waiting_min, \
+         CAST(updated_at AS CHAR) FROM slots WHERE id = ?",
+    )
+    .bind(slot.0)
+    .fetch_one(&db.admin)
+    .await
+    .unwrap();
+    let holds: Vec<(u64, String)> =
+        sqlx::query_as("SELECT id, CAST(status AS CHAR) FROM holds ORDER BY id")
+            .fetch_all(&db.admin)
+            .await
+            .unwrap();
+    let entries: Vec<(u64, String)> =
+        sqlx::query_as("SELECT id, CAST(status AS CHAR) FROM waitlist_entries ORDER BY id")
+            .fetch_all(&db.admin)
+            .await
+            .unwrap();
+    let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+        .fetch_one(&db.admin)
+        .await
+        .unwrap();
+    json!({
+        "slot": format!("{row:?}"),
+        "holds": format!("{holds:?}"),
+        "entries": format!("{entries:?}"),
+        "events": events,
+    })
+}
+
+/// SPEC §17's rule for every refusal: a capacity cut refused as below
+/// what is committed changes nothing, although the slot has a waiting line
+/// and an expired hold its counter still counts, which a reclaim would
+/// give back and an offer would hand to the line.
+#[tokio::test]
+async fn a_refused_capacity_cut_gives_back_nothing_and_offers_nothing() {
+    let db = TestDb::new().await;
+    let app = db.app_in(AuthMode::Open, 0);
+    let admin = db.client("slot-admin", Role::Admin, None).await;
+    let slot = db.insert_slot(3).await;
+    hold_and_confirm(&app, slot).await; // 1 confirmed
+    let (status, _) = hold(&app, slot.0, 1).await; // 1 held, active
+    assert_eq!(status, 201);
+    let (status, lapsing) = hold(&app, slot.0, 1).await; // 1 held, to expire
+    assert_eq!(status, 201);
+    let join = join_request(
+        &slot.0.to_string(),
+        new_key().as_str(),
+        r#"{"quantity": 1}"#,
+    );
+    let (status, entry) = read(http::join_waitlist(&app, join).await.unwrap());
+    assert_eq!(status, 201, "{entry}");
+    // Expired now, after the watermark (still counted): a reclaim would
+    // give it back, and the line would get its seat.
+    sqlx::query("UPDATE holds SET expires_at = UTC_TIMESTAMP(6) WHERE id = ?")
+        .bind(lapsing["id"].as_u64().unwrap())
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    let before = everything(&db, slot).await;
+    // 1 confirmed + 1 active: a capacity of 1 is below what is committed.
+    let (status, refused) = patch(&app, &admin, slot.0, &json!({"capacity": 1})).await;
+    assert_eq!(
+        (status, refused["reason"].as_str()),
+        (409, Some("capacity_below_committed")),
+        "{refused}"
+    );
+    assert_eq!(
+        everything(&db, slot).await,
+        before,
+        "the refusal committed nothing: no reclaim, no offer, no event"
+    );
+    db.assert_invariants().await;
+    db.assert_held_counter().await;
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn a_capacity_change_moves_remaining_and_never_goes_below_what_is_committed() {
     let db = TestDb::new().await;

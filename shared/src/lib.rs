@@ -123,7 +123,7 @@ impl App {
             feed: events::Feed::new(pool.clone()),
             publish_trigger: None,
             sdk: None,
-            clients: ClientAdmin::new(pool),
+            clients: ClientAdmin::new(pool).with_booking(booking.cache().cloned(), config.hold_ttl),
             gate,
             config,
             booking,

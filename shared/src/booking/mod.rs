@@ -20,13 +20,16 @@ mod r#move;
 mod read;
 mod reclaim;
 mod replay;
+mod revoke;
 mod sweep;
 mod waitlist;
 mod written;
 
 pub use hoarding::{ClientExpired, Hoarding};
+pub(crate) use reclaim::reclaim_locked;
 pub use reclaim::{RECLAIM_APPLY, RECLAIM_COUNT, RECLAIM_LOCK};
-pub(crate) use reclaim::{reclaim_and_offer, reclaim_locked};
+pub use revoke::CLIENT_SLOTS;
+pub(crate) use revoke::{give_back, lock_slots};
 pub use sql::{ACTIVE_HOLD, FIND_BY_ID, FIND_BY_KEY, HoldRow, LOCK_HOLD, LOCK_SLOT};
 pub use sweep::{SweepLimits, SweepReport};
 pub use waitlist::{Joined, Left};

@@ -2,13 +2,15 @@
 //! known key (the deploy's bootstrap admin, `make dev`'s clients).
 
 use super::key::ApiKey;
-use super::{ANONYMOUS, Client, ClientId, Role};
+use super::{Client, ClientId, Role};
+use crate::cache::AvailabilityCache;
 use crate::config::{MAX_HELD_SEATS, MAX_RATE_LIMIT_PER_SECOND};
 use crate::db;
 use crate::error::{Error, FieldErrors, sent_name};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{Connection, MySqlConnection, MySqlPool};
+use sqlx::{MySqlConnection, MySqlPool};
+use std::time::Duration;
 
 /// A `POST /clients` body, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +121,11 @@ pub(crate) fn limit_message(what: &str, max: u32) -> String {
 #[derive(Clone)]
 pub struct ClientAdmin {
     pub(super) pool: MySqlPool,
+    /// Invalidated after a revocation gave seats back (`revoke.rs`).
+    pub(super) cache: Option<AvailabilityCache>,
+    /// `HOLD_TTL_SECONDS`: the holds a revocation's freed seats offer to a
+    /// slot's line live this long.
+    pub(super) hold_ttl: Duration,
 }
 
 macro_rules! client_columns {
@@ -127,7 +134,7 @@ macro_rules! client_columns {
          FROM api_clients"
     };
 }
-const FIND_CLIENT: &str = concat!(client_columns!(), " WHERE id = ?");
+pub(super) const FIND_CLIENT: &str = concat!(client_columns!(), " WHERE id = ?");
 pub(super) const LOCK_CLIENT: &str = concat!(client_columns!(), " WHERE id = ? FOR UPDATE");
 /// A page of clients after an id, oldest first (`clients/page.rs`).
 pub(super) const PAGE_CLIENTS: &str =
@@ -145,7 +152,21 @@ pub(super) type ClientRow = (
 
 impl ClientAdmin {
     pub fn new(pool: MySqlPool) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            cache: None,
+            hold_ttl: Duration::from_secs(300),
+        }
+    }
+
+    /// The cache a revocation invalidates and the lifetime of the holds
+    /// its freed seats offer (SPEC §23.9): the booking service's own.
+    pub fn with_booking(self, cache: Option<AvailabilityCache>, hold_ttl: Duration) -> Self {
+        Self {
+            cache,
+            hold_ttl,
+            ..self
+        }
     }
 
     /// Creates a client with a new key, shown in this answer only.
@@ -189,18 +210,6 @@ impl ClientAdmin {
         Ok(client)
     }
 
-    /// Revokes a client: its key stops working within the look-up
-    /// lifetime. Idempotent. The last active admin cannot be revoked.
-    pub async fn revoke(
-        &self,
-        id: ClientId,
-        deadline: tokio::time::Instant,
-    ) -> Result<Client, Error> {
-        db::transact!(&self.pool, "client revoke", deadline, |conn| {
-            revoke_once(&mut conn, id).await
-        })
-    }
-
     pub(super) async fn find(
         &self,
         id: ClientId,
@@ -210,41 +219,6 @@ impl ClientAdmin {
             find(&mut conn, id, FIND_CLIENT).await
         })
     }
-}
-
-async fn revoke_once(conn: &mut MySqlConnection, id: ClientId) -> Result<Client, Error> {
-    let mut tx = conn.begin().await?;
-    // 1. Lock the active admins first, every revocation in the same order:
-    //    two revocations of the last two admins are serialised, and the
-    //    second counts what the first left (a locking read sees the latest
-    //    commit). Taken before the target's lock, so no two revocations
-    //    can wait on each other. Through the (role, revoked_at) index: a
-    //    scan would lock every client's row, which capped holds lock too
-    //    (docs/DESIGN.md, "One client's cap").
-    let admins: Vec<u64> = sqlx::query_scalar(
-        "SELECT id FROM api_clients FORCE INDEX (api_clients_role_revoked_at_index) \
-         WHERE role = 'admin' AND revoked_at IS NULL ORDER BY id FOR UPDATE",
-    )
-    .fetch_all(&mut *tx)
-    .await?;
-    let target = find(&mut tx, id, LOCK_CLIENT).await?;
-    if target.revoked_at.is_some() {
-        return Ok(target);
-    }
-    if id == ANONYMOUS {
-        // It has no key to revoke; `open` mode is closed by AUTH_MODE.
-        return Err(Error::BuiltInClient(id));
-    }
-    if target.role == Role::Admin && admins.len() <= 1 {
-        return Err(Error::LastAdmin(id));
-    }
-    sqlx::query("UPDATE api_clients SET revoked_at = UTC_TIMESTAMP(6) WHERE id = ?")
-        .bind(id.0)
-        .execute(&mut *tx)
-        .await?;
-    let revoked = find(&mut tx, id, FIND_CLIENT).await?;
-    tx.commit().await?;
-    Ok(revoked)
 }
 
 /// One client by `sql`: [`FIND_CLIENT`] or [`LOCK_CLIENT`].

@@ -3,8 +3,8 @@
 //! - [`key`]: what a key is, its hash, a new key.
 //! - [`gate`]: who a request is (the key look-up, cached per execution
 //!   environment) and whether it may use a route.
-//! - [`admin`]: creating and revoking clients, and the bootstrap admin of
-//!   a deploy; [`page`]: listing them a page at a time; [`patch`]: changing
+//! - [`admin`]: creating clients, and the bootstrap admin of a deploy;
+//!   [`revoke`]: revoking them, their seats given back; [`page`]: listing them a page at a time; [`patch`]: changing
 //!   their limits.
 //!
 //! Knows nothing of HTTP: the HTTP layer hands it the `Authorization`
@@ -16,6 +16,7 @@ pub mod install;
 pub mod key;
 pub mod page;
 pub mod patch;
+pub mod revoke;
 
 pub use admin::{ClientAdmin, NewClient};
 pub use gate::{Gate, Needs};

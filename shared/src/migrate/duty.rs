@@ -116,6 +116,27 @@ const CLIENT_ADMIN: &[Grant] = &[
         object: Object::Table("client_allowances"),
         privileges: &["SELECT", "INSERT", "UPDATE"],
     },
+    // A revocation gives the client's seats back (SPEC §23.9): under each
+    // slot's lock (`FOR UPDATE`: on MySQL 8 with UPDATE), the reclaim and
+    // the release, its holds cancelled, its entries ended, the line's
+    // offers (holds made for other clients), and their events. Nothing
+    // deleted.
+    Grant {
+        object: Object::Table("slots"),
+        privileges: &["SELECT", "UPDATE"],
+    },
+    Grant {
+        object: Object::Table("holds"),
+        privileges: &["SELECT", "INSERT", "UPDATE"],
+    },
+    Grant {
+        object: Object::Table("waitlist_entries"),
+        privileges: &["SELECT", "UPDATE"],
+    },
+    Grant {
+        object: Object::Table("events"),
+        privileges: &["INSERT"],
+    },
 ];
 
 impl Duty {

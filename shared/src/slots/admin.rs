@@ -9,7 +9,7 @@
 
 use super::input::{NewSlot, SlotChange, order_message, share_message};
 use super::{Committed, Slots, ledger};
-use crate::booking::{expire_waiting, offer_locked, reclaim_and_offer, reclaim_locked};
+use crate::booking::{expire_waiting, offer_locked, reclaim_locked};
 use crate::db;
 use crate::db::counter::active_hold;
 use crate::domain::{Slot, SlotId};
@@ -221,16 +221,17 @@ async fn update_once(
     //    that moment. It is also the first plain read: the snapshot
     //    follows the lock. Every hold, confirm and cancel of this slot
     //    waits for our commit, so these figures stay true until then.
-    //    The line (SPEC §18) is offered what is free first, so that a
-    //    refusal below commits no reclaim that left an entry fitting.
-    let counters = reclaim_and_offer(&mut tx, id, hold_ttl)
+    let counters = reclaim_locked(&mut tx, id)
         .await?
         .ok_or(Error::SlotNotFound(id))?;
     let confirmed = capacity.saturating_sub(counters.remaining);
     let committed = u64::from(confirmed) + u64::from(counters.held);
     if u64::from(new_capacity) < committed {
-        // Keep the reclaim: it is correct, and it shortens later scans.
-        tx.commit().await?;
+        // A refusal changes nothing (SPEC §17's rule for every refusal):
+        // the reclaim and its `hold.expired` events roll back with it, and
+        // no offer was made yet (the line is offered in step 5 only, after
+        // the decision). The slot is as it was: no cache to invalidate.
+        tx.rollback().await?;
         return Err(Error::CapacityBelowCommitted {
             slot: id,
             capacity: new_capacity,
@@ -256,8 +257,9 @@ async fn update_once(
         .ok_or(Error::SlotNotFound(id))?;
     record_slots(&mut tx, EventType::SlotUpdated, std::slice::from_ref(&slot)).await?;
     // 5. The line (SPEC §18), after the change's own event: entries the
-    //    new capacity cannot hold end; seats it frees are offered. The
-    //    counters are exact (the reclaim above, under this lock).
+    //    new capacity cannot hold end; the seats free (those the reclaim
+    //    gave back, those the change adds) are offered. The counters are
+    //    exact (the reclaim above, under this lock).
     let slot = if counters.waiting > 0 {
         if new_capacity < capacity {
             expire_waiting(&mut tx, id, Some(new_capacity)).await?;

@@ -20,15 +20,32 @@ use std::time::Duration;
 pub const OFFER_STATE: &str =
     "SELECT starts_at <= UTC_TIMESTAMP(6), waiting_min FROM slots WHERE id = ?";
 
-/// The earliest waiting entry whose quantity `free` seats cover, locked,
-/// with a `now` after the slot's lock for its hold's times (so it is
-/// counted: D). Entries change only under the slot's lock, which is held:
-/// the entry read is the one marked next, and the locking read sees it
-/// as it is, whenever the caller's snapshot was taken.
-pub const OFFER_PICK: &str = "SELECT id, client_id, quantity, idempotency_key, created_at, \
-     UTC_TIMESTAMP(6) AS now FROM waitlist_entries \
+/// On an entry of `waitlist_entries`: its client is revoked.
+macro_rules! revoked {
+    () => {
+        "EXISTS (SELECT 1 FROM api_clients c \
+         WHERE c.id = waitlist_entries.client_id AND c.revoked_at IS NOT NULL)"
+    };
+}
+
+/// The earliest waiting entry whose quantity `free` seats cover, of a
+/// client not revoked, with a `now` after the slot's lock for its hold's
+/// times (so it is counted: D). Entries change only under the slot's
+/// lock, which is held: the entry read is the one marked next. A locking
+/// read, entry and client rows alike, so that it sees both as they are,
+/// whenever the caller's snapshot was taken: a revocation in flight is
+/// waited for and seen (SPEC §23.9: a revoked client is never offered
+/// seats; docs/DESIGN.md, "Revoking a client"). The client row's lock is
+/// the shared one the hold's foreign key takes next anyway; the entry's
+/// becomes exclusive with [`OFFER_MARK`]. The entries first, by the
+/// first-fit index (`STRAIGHT_JOIN`), each fitting one's client by its
+/// primary key.
+pub const OFFER_PICK: &str = "SELECT e.id, e.client_id, e.quantity, e.idempotency_key, e.created_at, \
+     UTC_TIMESTAMP(6) AS now FROM waitlist_entries e \
      FORCE INDEX (waitlist_entries_slot_id_status_id_index) \
-     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? ORDER BY id LIMIT 1 FOR UPDATE";
+     STRAIGHT_JOIN api_clients c ON c.id = e.client_id \
+     WHERE e.slot_id = ? AND e.status = 'waiting' AND e.quantity <= ? AND c.revoked_at IS NULL \
+     ORDER BY e.id LIMIT 1 LOCK IN SHARE MODE";
 /// The entry's hold: its client's, its quantity, a key of the server's
 /// own (the client's keys are its own to choose), the usual TTL from the
 /// pick's `now`. A simple INSERT after a read, never one `INSERT …
@@ -40,6 +57,21 @@ pub const OFFER_PICK: &str = "SELECT id, client_id, quantity, idempotency_key, c
 pub const OFFER_INSERT: &str = "INSERT INTO holds (slot_id, client_id, entry_id, quantity, idempotency_key, \
      status, expires_at, created_at, updated_at) \
      VALUES (?, ?, ?, ?, ?, 'held', ? + INTERVAL ? MICROSECOND, ?, ?)";
+
+/// The waiting entries of revoked clients that `?` seats cover, locked
+/// (one range of the first-fit index: the entries those seats fit). Read
+/// by every offer pass that can offer, before its offers: a revocation
+/// ends its client's entries itself, so these are the ones made by a key
+/// an environment still trusted (SPEC §8: up to 30 s). The subquery is a
+/// consistent read (a locking read's subqueries lock nothing): the client
+/// rows stay unlocked but for the foreign key's shared lock of an offer.
+pub const REVOKED_IN_LINE: &str = concat!(
+    "SELECT id FROM waitlist_entries FORCE INDEX (waitlist_entries_slot_id_status_quantity_id_index) \
+     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? AND ",
+    revoked!(),
+    " ORDER BY id FOR UPDATE"
+);
+
 /// The seats offered move from the line to the held counter, and the
 /// line's smallest quantity follows what is left of it, in one statement
 /// after the offers.
@@ -109,6 +141,10 @@ pub(crate) async fn offer_to(
     if line.smallest.is_none_or(|smallest| free < smallest) {
         return Ok(free);
     }
+    // Entries of revoked clients that these seats fit end first (SPEC
+    // §23.9: never offered): passed over, they would stand before the
+    // entries offered (first fit) and keep seats they fit from everyone.
+    end_revoked(conn, slot, free, events).await?;
     let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
     let mut seats = 0u32;
     while free > 0 {
@@ -163,6 +199,39 @@ pub(crate) async fn offer_to(
             .await?;
     }
     Ok(free)
+}
+
+/// The entries of revoked clients that `free` seats cover end `expired`
+/// (SPEC §23.9: never offered), with their events and the line's counters,
+/// before the offers: none stands before an entry offered (W3), none
+/// keeps seats it fits from everyone (W2).
+async fn end_revoked(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+    free: u32,
+    events: &mut Vec<NewEvent>,
+) -> Result<(), Error> {
+    let ids: Vec<u64> = sqlx::query_scalar(REVOKED_IN_LINE)
+        .bind(slot.0)
+        .bind(free)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut seats = 0u32;
+    for id in ids {
+        if let Some(ended) = end(conn, EntryId(id), "waiting", "expired").await? {
+            seats = seats.saturating_add(ended.quantity);
+            events.push(entry_event(EventType::WaitlistExpired, &ended)?);
+        }
+    }
+    if seats > 0 {
+        sqlx::query(LINE_LEFT)
+            .bind(seats)
+            .bind(slot.0)
+            .execute(&mut *conn)
+            .await?;
+        waiting_min(conn, slot).await?;
+    }
+    Ok(())
 }
 
 /// Entries whose offered hold ended unconfirmed (cancelled, or given back
