@@ -106,6 +106,7 @@ async fn each_hold_expired_unconfirmed_is_reported_once_per_client_most_seats_fi
                     seats: 2
                 },
             ],
+            ..Hoarding::default()
         }
     );
     let again = app.booking.hoarding_report().await.expect("report");

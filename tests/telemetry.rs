@@ -392,6 +392,7 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
         // Holds of 300 s: none expired during the run.
         ("HoldsExpiredUnconfirmed", 0),
         ("SeatsExpiredUnconfirmed", 0),
+        ("SeatsCancelledAfterConfirm", 0),
     ]
     .into_iter()
     .filter(|(name, n)| {
@@ -401,6 +402,7 @@ async fn every_line_of_a_run_is_json_with_its_invocation_and_the_metrics_count_t
             "HoldsDeleted",
             "HoldsExpiredUnconfirmed",
             "SeatsExpiredUnconfirmed",
+            "SeatsCancelledAfterConfirm",
         ];
         *n > 0 || heartbeat.contains(name)
     })

@@ -68,11 +68,20 @@ async fn sweep(app: &shared::App, deadline: SystemTime) -> Result<Value, Error> 
     };
     telemetry::count(Metric::HoldsExpiredUnconfirmed, hoarding.holds);
     telemetry::count(Metric::SeatsExpiredUnconfirmed, hoarding.seats);
+    telemetry::count(Metric::SeatsCancelledAfterConfirm, hoarding.cancelled_seats);
     tracing::info!(
         holds = hoarding.holds,
         seats = hoarding.seats,
         top = %json!(hoarding.top),
         "holds expired unconfirmed"
+    );
+    // And who cancelled its own bookings (SPEC §23.8: hold, confirm and
+    // cancel in a loop), the same way.
+    tracing::info!(
+        holds = hoarding.cancelled,
+        seats = hoarding.cancelled_seats,
+        top = %json!(hoarding.top_cancelled),
+        "bookings cancelled by their clients"
     );
     let mut answer = json!(report);
     answer["expired_unconfirmed"] = json!(hoarding);

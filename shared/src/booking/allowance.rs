@@ -1,8 +1,11 @@
 //! A capped client's allowance (SPEC §16; docs/DESIGN.md, "One client's
 //! cap"): `client_allowances.held`, an upper bound of the seats in the
-//! client's active holds, so that a hold the bound passes reads none of
-//! them. Confirms, cancels and expiries leave it alone (it only
-//! over-counts); a hold it would refuse, or any hold while a count is due
+//! client's active holds and waiting entries and of the bookings it
+//! cancelled within `CLIENT_CANCEL_WINDOW` (SPEC §23.8), so that a hold
+//! the bound passes reads none of them. Such a cancellation adds its seats
+//! ([`CANCELLED`]); confirms, other cancels, expiries and a cancellation's
+//! window passing leave it alone (it only over-counts); a hold it would
+//! refuse, or any hold while a count is due
 //! (a cap changed, a deploy), counts the client's seats exactly under its
 //! locks (`fair.rs`) and sets the bound to that count.
 
@@ -32,6 +35,18 @@ pub const NEW_ROW_WINDOW: Duration = Duration::from_secs(60);
 /// A claim the hold did not use (the slot was full, and its reclaim is
 /// committed): the bound gives it back. Binds: quantity, client.
 pub const GIVE_BACK: &str = "UPDATE client_allowances SET held = held - ? WHERE client_id = ?";
+
+/// A booking its own client cancels counts against its cap from then on,
+/// until `counts_until` (SPEC §23.8): the bound grows by its seats, the
+/// cancel's first statement, so that the client's lock comes before the
+/// slot's as in every transaction that takes both. A missing row is made
+/// as a hold's claim makes it, with the holds of the next
+/// [`NEW_ROW_WINDOW`] counted. `LEAST` keeps the column in range: a bound
+/// above the largest cap passes no hold whatever its figure. Binds:
+/// client, window seconds, quantity.
+pub const CANCELLED: &str = "INSERT INTO client_allowances (client_id, held, counted_at, recount_after) \
+     VALUES (?, 0, '1000-01-01', UTC_TIMESTAMP(6) + INTERVAL ? SECOND) \
+     ON DUPLICATE KEY UPDATE held = LEAST(held + ?, 4294967295)";
 
 /// The bound did not pass it, and the seats are counted under the locks:
 /// first the client's `api_clients` row, which a capped hold of the
@@ -93,6 +108,21 @@ pub(super) async fn lock_for_count(
     client: ClientId,
 ) -> Result<(), Error> {
     conn.execute(sqlx::query(LOCK_FOR_COUNT).bind(client.0))
+        .await?;
+    Ok(())
+}
+
+/// [`CANCELLED`].
+pub(super) async fn cancelled(
+    conn: &mut MySqlConnection,
+    client: ClientId,
+    quantity: u32,
+) -> Result<(), Error> {
+    sqlx::query(CANCELLED)
+        .bind(client.0)
+        .bind(NEW_ROW_WINDOW.as_secs())
+        .bind(quantity)
+        .execute(conn)
         .await?;
     Ok(())
 }

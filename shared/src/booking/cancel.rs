@@ -1,5 +1,6 @@
 //! Cancel: give up a hold or a booking.
 
+use super::allowance;
 use super::reclaim::reclaim_and_offer;
 use super::sql::{HoldRow, find_by_id, find_touchable, lock_hold};
 use super::waitlist;
@@ -23,6 +24,12 @@ impl Booking {
     ///
     /// Only the hold's owner or an admin may cancel it; for anyone else it
     /// does not exist (the same 404 as a missing hold).
+    ///
+    /// A booking cancelled by its own client counts against that client's
+    /// `max_held_seats` for `CLIENT_CANCEL_WINDOW` (SPEC §23.8): its
+    /// `counts_until` is set, and a capped client's allowance grows by its
+    /// seats under the client's lock, taken first (docs/DESIGN.md, "One
+    /// client's cap").
     pub async fn cancel(&self, caller: &Caller, hold_id: HoldId) -> Result<Transition, Error> {
         let outcome = transition!(self, "cancel", EventType::HoldCancelled, |conn, written| {
             self.cancel_once(&mut conn, caller, hold_id, &mut written)
@@ -45,8 +52,13 @@ impl Booking {
     /// means no sequence of cancels lifts remaining above capacity.
     pub const CANCEL_RETURN: &'static str = "UPDATE slots SET remaining = LEAST(capacity, remaining + ?), \
          updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
+    /// The mark, and until when the cancellation counts against its
+    /// client's cap: its own now plus the window, for a booking its own
+    /// client cancels (SPEC §23.8); a window of 0 counts it until its own
+    /// now, never after. Binds: counted, window seconds, hold.
     pub const CANCEL_MARK: &'static str = "UPDATE holds SET status = 'cancelled', cancelled_at = UTC_TIMESTAMP(6), \
-         updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
+         updated_at = UTC_TIMESTAMP(6), counts_until = IF(?, UTC_TIMESTAMP(6) + INTERVAL ? SECOND, NULL) \
+         WHERE id = ?";
     /// The slot's lock, first, with what its line's offers need besides
     /// `waiting` (SPEC §18): when it starts and the line's smallest
     /// quantity. It reads no clock: its now would predate its lock wait.
@@ -93,7 +105,15 @@ impl Booking {
             }));
         }
         let slot_id = hold.slot_id;
+        let window = self.rules.cancel_window.as_secs();
         let mut tx = Tx::begin(conn).await?;
+        // A booking its capped client cancels: the client's lock first,
+        // the bound grown by its seats (SPEC §23.8). Decided on the plain
+        // read; a hold confirmed since is read again below.
+        let bounded = counted(caller, &hold) && window > 0 && caller.held_cap.is_some();
+        if bounded {
+            allowance::cancelled(&mut tx, caller.id, hold.quantity).await?;
+        }
         let (waiting, starts_at, smallest) = lock_line(&mut tx, slot_id).await?;
         let (hold, expired) = lock_hold(&mut tx, hold_id).await?;
         // A retry whose earlier attempt's COMMIT landed unseen finds it
@@ -104,6 +124,10 @@ impl Booking {
         }
         if hold.slot_id != slot_id {
             tx.rollback().await?; // moved meanwhile (`move.rs`): read it again
+            return Ok(None);
+        }
+        if counted(caller, &hold) && window > 0 && caller.held_cap.is_some() && !bounded {
+            tx.rollback().await?; // confirmed meanwhile: again, with the bound
             return Ok(None);
         }
         let release = match hold.status {
@@ -132,6 +156,8 @@ impl Booking {
             events.push(expired_event(&hold)?);
         }
         sqlx::query(Self::CANCEL_MARK)
+            .bind(counted(caller, &hold))
+            .bind(window)
             .bind(hold_id.0)
             .execute(&mut *tx)
             .await?;
@@ -233,6 +259,13 @@ async fn read_freed(conn: &mut MySqlConnection, id: HoldId) -> Result<(Hold, Fre
         exact: !unreclaimed,
     };
     Ok((HoldRow::from_row(&row)?.into_hold()?, freed))
+}
+
+/// Whether cancelling `hold`, as it is, counts against its client's cap
+/// (SPEC §23.8): a booking, cancelled by its own client (not by an admin
+/// for it).
+fn counted(caller: &Caller, hold: &Hold) -> bool {
+    hold.status == HoldStatus::Confirmed && hold.client_id == caller.id
 }
 
 /// This request's own cancellation, committed by an earlier attempt whose

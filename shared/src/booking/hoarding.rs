@@ -1,14 +1,18 @@
 //! Watching for hoarding (SPEC §16, OWASP OAT-021's "monitoring of holds
 //! never converted"): the holds that ended unconfirmed at their expiry,
-//! counted once each and reported by the sweeper, per client.
+//! and the bookings their own clients cancelled (SPEC §23.8: hold, confirm
+//! and cancel in a loop), counted once each and reported by the sweeper,
+//! per client.
 //!
 //! A report covers `(reported_until, now − SETTLED]` and moves
 //! `sweep_reports.reported_until` to its end, under that row's lock: two
 //! sweeps that overlap take turns, and every expiry falls in exactly one
-//! window. The window trails now by [`SETTLED`]: a confirm or an extension
-//! that decided "still active" just before an expiry may commit after it
-//! (a plain read of that hold is not final meanwhile), but never later
-//! than its deadline.
+//! window, and every cancellation too (by its `cancelled_at`, which a
+//! cancel reads after its locks and commits within its deadline). The
+//! window trails now by [`SETTLED`]: a confirm or an extension that
+//! decided "still active" just before an expiry may commit after it (a
+//! plain read of that hold is not final meanwhile), but never later than
+//! its deadline.
 
 use super::Booking;
 use crate::db;
@@ -32,6 +36,12 @@ pub struct Hoarding {
     pub seats: u64,
     /// The clients with the most seats expired unconfirmed, most first.
     pub top: Vec<ClientExpired>,
+    /// Bookings cancelled by their own clients (SPEC §23.8), and their
+    /// seats (`SeatsCancelledAfterConfirm`).
+    pub cancelled: u64,
+    pub cancelled_seats: u64,
+    /// The clients with the most seats in such cancellations, most first.
+    pub top_cancelled: Vec<ClientExpired>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -54,6 +64,12 @@ const EXPIRED: &str = "SELECT client_id, COUNT(*) AS holds, CAST(SUM(quantity) A
      FROM holds FORCE INDEX (holds_status_expires_at_index) \
      WHERE status IN ('held', 'cancelled') AND expires_at > ? AND expires_at <= ? \
      AND (status = 'held' OR cancelled_at > expires_at) \
+     GROUP BY client_id ORDER BY seats DESC, client_id";
+/// Bookings their own clients cancelled in the window: `counts_until` is
+/// set for those alone (`cancel.rs`). One range of `cancelled_at`.
+const CANCELLED: &str = "SELECT client_id, COUNT(*) AS holds, CAST(SUM(quantity) AS SIGNED) AS seats \
+     FROM holds FORCE INDEX (holds_cancelled_at_index) \
+     WHERE cancelled_at > ? AND cancelled_at <= ? AND counts_until IS NOT NULL \
      GROUP BY client_id ORDER BY seats DESC, client_id";
 const MOVE: &str = "UPDATE sweep_reports SET reported_until = ? WHERE id = 1";
 
@@ -89,6 +105,11 @@ async fn report_once(conn: &mut MySqlConnection) -> Result<Hoarding, Error> {
         .bind(until)
         .fetch_all(&mut *tx)
         .await?;
+    let cancelled: Vec<ClientExpired> = sqlx::query_as(CANCELLED)
+        .bind(after)
+        .bind(until)
+        .fetch_all(&mut *tx)
+        .await?;
     sqlx::query(MOVE).bind(until).execute(&mut *tx).await?;
     tx.commit().await?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
@@ -96,5 +117,8 @@ async fn report_once(conn: &mut MySqlConnection) -> Result<Hoarding, Error> {
         holds: clients.iter().map(|c| count(c.holds)).sum(),
         seats: clients.iter().map(|c| count(c.seats)).sum(),
         top: clients.into_iter().take(TOP).collect(),
+        cancelled: cancelled.iter().map(|c| count(c.holds)).sum(),
+        cancelled_seats: cancelled.iter().map(|c| count(c.seats)).sum(),
+        top_cancelled: cancelled.into_iter().take(TOP).collect(),
     })
 }

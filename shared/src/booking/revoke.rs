@@ -105,7 +105,11 @@ pub(crate) async fn give_back(
     }
     let mut cancelled = Vec::with_capacity(holds.len());
     for hold in &holds {
+        // Active holds only, never a booking: no cancellation here counts
+        // against the client's cap (SPEC §23.8).
         sqlx::query(Booking::CANCEL_MARK)
+            .bind(false)
+            .bind(0)
             .bind(hold.id.0)
             .execute(&mut *conn)
             .await?;

@@ -29,9 +29,15 @@ pub struct HoldRules {
     /// to the booking service, which computes the cached first page, and
     /// to the slot service.
     pub availability_scan: u32,
+    /// `CLIENT_CANCEL_WINDOW` (SPEC §23.8): a booking its own client
+    /// cancelled counts against that client's `max_held_seats` this long
+    /// after its cancellation; zero: not at all.
+    pub cancel_window: Duration,
 }
 
 pub const DAY: Duration = Duration::from_secs(86_400);
+/// The longest `CLIENT_CANCEL_WINDOW`: 30 days.
+pub const MAX_CANCEL_WINDOW: Duration = Duration::from_secs(30 * 86_400);
 
 impl Default for HoldRules {
     fn default() -> Self {
@@ -42,6 +48,7 @@ impl Default for HoldRules {
             event_retention: 7 * DAY,
             events_published: false,
             availability_scan: 10_000,
+            cancel_window: DAY,
         }
     }
 }
@@ -97,7 +104,15 @@ impl HoldRules {
             100..=1_000_000,
             "an integer from 100 to 1000000",
         )?;
+        let cancel_window = integer(
+            lookup,
+            "CLIENT_CANCEL_WINDOW",
+            defaults.cancel_window.as_secs(),
+            0..=MAX_CANCEL_WINDOW.as_secs(),
+            "an integer number of seconds from 0 (off) to 2592000 (30 days)",
+        )?;
         Ok(Self {
+            cancel_window: Duration::from_secs(cancel_window),
             availability_scan: u32::try_from(availability_scan).unwrap_or(u32::MAX),
             event_retention: DAY * u32::try_from(event_retention_days).unwrap_or(u32::MAX),
             max_quantity: u32::try_from(max_quantity).unwrap_or(u32::MAX),
@@ -141,8 +156,17 @@ mod tests {
             ("HOLD_RETENTION_DAYS", "1"),
             ("EVENT_RETENTION_DAYS", "30"),
             ("AVAILABILITY_SCAN_LIMIT", "500"),
+            ("CLIENT_CANCEL_WINDOW", "0"),
         ])
         .unwrap();
+        assert_eq!(read.cancel_window, Duration::ZERO, "0 turns it off");
+        assert_eq!(HoldRules::default().cancel_window, DAY);
+        assert_eq!(
+            rules(&[("CLIENT_CANCEL_WINDOW", "2592000")])
+                .unwrap()
+                .cancel_window,
+            Duration::from_secs(2_592_000)
+        );
         assert_eq!(read.availability_scan, 500);
         assert_eq!(HoldRules::default().availability_scan, 10_000);
         assert_eq!(read.max_quantity, 5);
@@ -168,6 +192,9 @@ mod tests {
             ("HOLD_MAX_LIFETIME_SECONDS", "0"),
             ("AVAILABILITY_SCAN_LIMIT", "99"),
             ("AVAILABILITY_SCAN_LIMIT", "1000001"),
+            ("CLIENT_CANCEL_WINDOW", "-1"),
+            ("CLIENT_CANCEL_WINDOW", "2592001"),
+            ("CLIENT_CANCEL_WINDOW", "1d"),
         ] {
             let err = rules(&[(key, bad)]).unwrap_err();
             assert_eq!((err.key, err.value.as_deref()), (key, Some(bad)));

@@ -49,11 +49,14 @@ macro_rules! slot_bookable {
 }
 
 /// The seats of one client's active holds and waiting entries (SPEC §16,
-/// §18), which its cap bounds (docs/DESIGN.md, "One client's cap"): one
-/// range of `(client_id, status, expires_at)` and one of `(client_id,
-/// status)`, as many rows as the cap allows, whatever the client's
-/// history. The index is forced for the same reason as above. The client
-/// is bound once, as a one-row table both ranges read.
+/// §18), and of the bookings it cancelled that still count (SPEC §23.8:
+/// `counts_until`, set by the cancel, is later than now), which its cap
+/// bounds (docs/DESIGN.md, "One client's cap"): one range of `(client_id,
+/// status, expires_at)`, one of `(client_id, status)` and one of
+/// `(client_id, counts_until)`, as many rows as the cap allows (the last:
+/// as many as the client's own cancellations within the window), whatever
+/// the client's history. The indexes are forced for the same reason as
+/// above. The client is bound once, as a one-row table the ranges read.
 macro_rules! client_held {
     () => {
         concat!(
@@ -61,7 +64,10 @@ macro_rules! client_held {
             "FORCE INDEX (holds_client_id_status_expires_at_index) ",
             "WHERE c.client_id = k.id AND c.status = 'held' AND c.expires_at > UTC_TIMESTAMP(6)), 0) ",
             "+ COALESCE((SELECT SUM(w.quantity) FROM waitlist_entries w ",
-            "WHERE w.client_id = k.id AND w.status = 'waiting'), 0) AS SIGNED) ",
+            "WHERE w.client_id = k.id AND w.status = 'waiting'), 0) ",
+            "+ COALESCE((SELECT SUM(d.quantity) FROM holds d ",
+            "FORCE INDEX (holds_client_id_counts_until_index) ",
+            "WHERE d.client_id = k.id AND d.counts_until > UTC_TIMESTAMP(6)), 0) AS SIGNED) ",
             "FROM (SELECT ? AS id) k"
         )
     };

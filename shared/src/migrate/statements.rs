@@ -200,10 +200,10 @@ mod tests {
         // hold_claim_capped: one procedure; waitlist: its table, two
         // ALTERs; hold_claim_waiting: one procedure; hold_requests: one
         // ALTER; hold_place, hold_confirm and hold_place_simple: one
-        // procedure each.
+        // procedure each; client_cancellations: one ALTER.
         assert_eq!(
             counts,
-            vec![2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1, 3, 1, 1, 1, 1, 1]
+            vec![2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1, 3, 1, 1, 1, 1, 1, 1]
         );
     }
 

@@ -46,6 +46,10 @@ pub enum Metric {
     /// a hoarder leaves behind (SPEC §16), counted once each by the sweep.
     HoldsExpiredUnconfirmed,
     SeatsExpiredUnconfirmed,
+    /// Seats of bookings their own clients cancelled (SPEC §23.8): what a
+    /// loop of holds, confirms and cancels leaves behind, counted once
+    /// each by the sweep with the expiries.
+    SeatsCancelledAfterConfirm,
     /// The publisher's backlog when a run ends: numbered events not sent.
     EventsUnsent,
     /// How long the oldest of them has waited, in seconds (0: none).
@@ -53,7 +57,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 19] = [
+    pub const ALL: [Metric; 20] = [
         Metric::HoldsCreated,
         Metric::SeatsHeld,
         Metric::SeatsConfirmed,
@@ -71,6 +75,7 @@ impl Metric {
         Metric::HoldsDeleted,
         Metric::HoldsExpiredUnconfirmed,
         Metric::SeatsExpiredUnconfirmed,
+        Metric::SeatsCancelledAfterConfirm,
         Metric::EventsUnsent,
         Metric::EventsUnsentAge,
     ];
@@ -95,6 +100,7 @@ impl Metric {
             Metric::HoldsDeleted => "HoldsDeleted",
             Metric::HoldsExpiredUnconfirmed => "HoldsExpiredUnconfirmed",
             Metric::SeatsExpiredUnconfirmed => "SeatsExpiredUnconfirmed",
+            Metric::SeatsCancelledAfterConfirm => "SeatsCancelledAfterConfirm",
             Metric::EventsUnsent => "EventsUnsent",
             Metric::EventsUnsentAge => "EventsUnsentAge",
         }
