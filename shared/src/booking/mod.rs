@@ -21,6 +21,7 @@ mod read;
 mod reclaim;
 mod replay;
 mod sweep;
+mod sweep_rotation;
 mod waitlist;
 mod written;
 
