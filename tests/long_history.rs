@@ -65,8 +65,24 @@ async fn long_history(db: &TestDb, slot: SlotId, rows: u64) {
 }
 
 /// The statements still running on the test's database, and its open
-/// transactions, but this query's own.
+/// transactions, but this query's own; asked again for up to a second
+/// while any is left (a connection the service just closed, its work
+/// committed or rolled back, can take that long to leave the server's
+/// lists on a loaded machine; a killed or rolling-back statement takes
+/// far longer).
 async fn still_running(db: &TestDb) -> (Vec<String>, i64) {
+    let mut seen = running_now(db).await;
+    for _ in 0..10 {
+        if seen == (vec![], 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = running_now(db).await;
+    }
+    seen
+}
+
+async fn running_now(db: &TestDb) -> (Vec<String>, i64) {
     let running: Vec<String> = sqlx::query_scalar(
         "SELECT CONCAT(COMMAND, ': ', COALESCE(INFO, '')) FROM information_schema.processlist \
          WHERE DB = ? AND ID <> CONNECTION_ID() AND COMMAND <> 'Sleep'",
@@ -158,7 +174,9 @@ async fn a_slot_with_a_long_ended_history_is_swept_and_deleted_within_the_deadli
             Err(err) => {
                 assert_eq!(err.status(), 503, "{err:?}");
                 answers.push(took);
-                assert!(answers.len() < 20, "never deleted: {answers:?}");
+                // About 35,000 rows a request of 2.5 s on the test machine.
+                let most = 20 + history_rows() / 10_000;
+                assert!((answers.len() as u64) < most, "never deleted: {answers:?}");
             }
         }
     };
