@@ -25,6 +25,7 @@ mod delay;
 mod e2e;
 mod fair;
 mod feed;
+mod history;
 mod hot;
 mod lifecycle;
 mod markdown;
@@ -93,6 +94,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "feed",
         "GET /events at 10,000,000 events of history: a page of 100 as an admin and as a booker, the idle poll",
+    ),
+    (
+        "sweep_history",
+        "issue 45: the sweeper's check of a slot with 1,000,000 ended holds vs 1,000, by turns",
     ),
     (
         "e2e",
@@ -220,6 +225,7 @@ async fn run(options: Options) -> Result<(), String> {
             "cache_down" => cachedown::run(&bench, timing, &mut emit).await,
             "scale" => scale::run(&server, &redis_url, timing, &mut emit).await,
             "feed" => feed::run(&server, &redis_url, timing, &mut emit).await,
+            "sweep_history" => history::run(&bench, timing, &mut emit).await,
             "e2e" => e2e::run(&bench, timing, &mut emit).await,
             "cold_start" => cold_starts(&bench, &mut emit).await,
             _ => Ok(()),

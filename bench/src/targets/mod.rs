@@ -290,7 +290,29 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     out.extend(groups::revision_targets(rows));
     out.extend(groups::fair_use_targets(rows));
     out.extend(groups::lifecycle_targets(rows));
+    out.push(sweep_history_target(rows));
     out.extend(hot::hot_targets(rows));
     out.extend(hot::neighbour_targets(rows));
     out
+}
+
+/// Issue 45: a sweep's check of a slot with 1 M ended holds ≥ 0.9 × one
+/// with 1 k, the two called by turns (`history.rs`).
+fn sweep_history_target(rows: &[Row]) -> Target {
+    let row = find(rows, crate::history::SCENARIO, "paired", Some(1));
+    let judged = row.and_then(|row| {
+        let ratio = row.params["long_per_short"].as_f64()?;
+        Some((
+            format!(
+                "{:.0} µs (1 M) vs {:.0} µs (1 k) per check, by turns = {ratio:.2}",
+                row.params["long_mean_us"].as_f64().unwrap_or(0.0),
+                row.params["short_mean_us"].as_f64().unwrap_or(0.0),
+            ),
+            ratio >= 0.9,
+        ))
+    });
+    Target::new(
+        "a sweep's check, 1 M ended holds on the slot ≥ 0.9 × 1 k (by turns)",
+        judged,
+    )
 }

@@ -22,6 +22,7 @@ mod reclaim;
 mod replay;
 mod revoke;
 mod sweep;
+mod sweep_rotation;
 mod waitlist;
 mod written;
 

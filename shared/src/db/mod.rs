@@ -246,7 +246,7 @@ pub(crate) mod procedure;
 mod run;
 mod tx;
 pub use deadline::{DEFAULT_BUDGET, Deadline};
-pub use limit::{CEILING as STATEMENT_CEILING, MARGIN as STATEMENT_MARGIN};
+pub use limit::{CEILING as STATEMENT_CEILING, MARGIN as STATEMENT_MARGIN, fit, left};
 pub(crate) use run::transact;
 pub use run::{OPERATION_DEADLINE, Run, within};
 pub use tx::Tx;

@@ -39,13 +39,18 @@ pub const CHANGE_SLOT: &str = "UPDATE slots SET remaining = CAST(remaining AS SI
 
 /// After the lock, so its `now` lies inside the lock: the seats of the
 /// slot's confirmed holds and of its active holds, from the holds table
-/// itself (the truth the counters summarise).
+/// itself (the truth the counters summarise). Two ranges of `(slot_id,
+/// status, expires_at)`: the bookings (at most `capacity` rows) and the
+/// holds unexpired at now; never the slot's history (issue 45).
 pub const BOOKINGS: &str = concat!(
-    "SELECT CAST(COALESCE(SUM(CASE WHEN status = 'confirmed' THEN quantity ELSE 0 END), 0) AS SIGNED), ",
-    "CAST(COALESCE(SUM(CASE WHEN ",
+    "SELECT CAST(COALESCE((SELECT SUM(quantity) FROM holds ",
+    "FORCE INDEX (holds_slot_id_status_expires_at_index) ",
+    "WHERE slot_id = ? AND status = 'confirmed'), 0) AS SIGNED), ",
+    "CAST(COALESCE((SELECT SUM(quantity) FROM holds ",
+    "FORCE INDEX (holds_slot_id_status_expires_at_index) ",
+    "WHERE slot_id = ? AND ",
     active_hold!(),
-    " THEN quantity ELSE 0 END), 0) AS SIGNED) ",
-    "FROM holds WHERE slot_id = ? AND status IN ('held', 'confirmed')"
+    "), 0) AS SIGNED)"
 );
 
 /// The holds go with the slot: `holds.slot_id` cascades (SPEC §3).
@@ -99,7 +104,7 @@ impl Slots {
         let deadline = self.deadline_before_invalidation();
         let mut sent = false;
         let outcome = db::transact!(&self.pool, "slot delete", deadline, |conn| {
-            delete_once(&mut conn, id, &mut sent).await
+            delete_once(&mut conn, id, (&self.pool, deadline), &mut sent).await
         })
         .map_err(|err| db::unknown_if(sent, err))
         .and_then(super::committed);
@@ -279,6 +284,7 @@ async fn update_once(
 async fn delete_once(
     conn: &mut MySqlConnection,
     id: SlotId,
+    (pool, deadline): (&sqlx::MySqlPool, tokio::time::Instant),
     sent: &mut bool,
 ) -> Result<Committed<Slot>, Error> {
     let mut tx = conn.begin().await?;
@@ -296,6 +302,7 @@ async fn delete_once(
     //    follows the lock too).
     let (confirmed, held): (i64, i64) = sqlx::query_as(BOOKINGS)
         .bind(id.0)
+        .bind(id.0)
         .fetch_one(&mut *tx)
         .await?;
     if confirmed > 0 || held > 0 {
@@ -305,7 +312,15 @@ async fn delete_once(
             held: seats(held),
         });
     }
-    // 3. Its waiting entries end, each with its event (SPEC §18), then
+    // 3. Its history (every hold it has ended), in batches from another
+    //    connection while this one keeps the lock (`purge.rs`): the
+    //    cascade below is one batch at most.
+    if let Err(err) = super::purge::purge_history(&mut tx, pool, id, deadline).await {
+        // Its few rows, at once: nothing of it left to roll back unseen.
+        tx.rollback().await?;
+        return Err(err);
+    }
+    // 4. Its waiting entries end, each with its event (SPEC §18), then
     //    the slot as it was, in the same snapshot, then the delete: the
     //    entries go with it.
     expire_waiting(&mut tx, id, None).await?;

@@ -12,10 +12,12 @@ pub mod availability;
 pub mod cursor;
 pub mod input;
 mod ledger;
+mod purge;
 
 pub use admin::{BOOKINGS, CHANGE_SLOT, DELETE_SLOT, LOCK_FOR_CHANGE};
 pub use input::{NewSlot, NewSlots, SlotChange};
 pub use ledger::{READ_NEW_SLOTS, READ_SLOT};
+pub use purge::{PURGE_BATCH, PURGE_HOLDS, PURGE_NEXT};
 
 use crate::cache::AvailabilityCache;
 use crate::db::Deadline;
