@@ -1,5 +1,7 @@
 //! The Lambda loop of an API function: every request one observed
-//! invocation (its log lines, its summary, its metrics: `telemetry`).
+//! invocation (its log lines, its summary, its metrics: `telemetry`), and
+//! every answer, whatever built it, leaves with the headers of
+//! [`super::finish`].
 //!
 //! The handler is a plain `fn` whose future is boxed, so that this loop —
 //! `lambda_http::run`, generic over its service, and with it the runtime,
@@ -62,7 +64,9 @@ where
             .lambda_context_ref()
             .map(|context| context.request_id.clone())
             .unwrap_or_default();
-        telemetry::invoke(request_id, route, handler(request), status_of)
+        let answer = handler(request);
+        let answer = async move { answer.await.map(|response| super::finish(route, response)) };
+        telemetry::invoke(request_id, route, answer, status_of)
     }))
     .await;
     telemetry::exit_on_error(served)
