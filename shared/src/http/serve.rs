@@ -59,6 +59,7 @@ async fn run<'a, F>(route: &'static str, handler: F) -> Result<(), lambda_http::
 where
     F: Fn(Request) -> Pin<Box<dyn Future<Output = HandlerResult> + Send + 'a>>,
 {
+    telemetry::exit_quietly_on_sigterm();
     let served = lambda_http::run(service_fn(|request: Request| {
         let request_id = request
             .lambda_context_ref()
