@@ -182,23 +182,16 @@ async fn connection_id(tx: &mut Transaction<'static, MySql>) -> u64 {
         .expect("CONNECTION_ID()")
 }
 
-/// The connection, other than `not`, running a statement that contains
-/// `sql` in the test's database: the function, waiting for a lock.
-async fn waiting_in(db: &TestDb, not: u64, sql: &str) -> u64 {
+/// The connection, other than `blocker`, whose transaction waits for a
+/// lock `blocker`'s transaction holds, in a statement containing `sql`:
+/// the function, queued inside its transaction. Its statement's text alone
+/// is not enough: a plain read of the same text runs before the slot's
+/// lock is taken, and a probe that took it for the wait saw the function
+/// before it held anything.
+async fn waiting_in(db: &TestDb, blocker: u64, sql: &str) -> u64 {
     let deadline = Instant::now() + SOON;
     loop {
-        let found: Option<u64> = sqlx::query_scalar(
-            "SELECT CAST(ID AS UNSIGNED) FROM information_schema.PROCESSLIST \
-             WHERE DB = ? AND ID <> ? AND ID <> CONNECTION_ID() \
-             AND COMMAND <> 'Sleep' AND INSTR(INFO, ?) > 0",
-        )
-        .bind(&db.name)
-        .bind(not)
-        .bind(sql)
-        .fetch_optional(&db.admin)
-        .await
-        .expect("processlist");
-        if let Some(id) = found {
+        if let Some(id) = db.blocked_by(blocker, sql).await {
             return id;
         }
         if Instant::now() > deadline {
@@ -209,9 +202,8 @@ async fn waiting_in(db: &TestDb, not: u64, sql: &str) -> u64 {
             .fetch_all(&db.admin)
             .await
             .expect("processlist");
-            panic!("nothing waits in {sql:?}: {all:?}");
+            panic!("nothing waits behind the blocker in {sql:?}: {all:?}");
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
