@@ -609,7 +609,10 @@ async fn open_modes_anonymous_caller_is_held_to_its_cap_on_held_seats() {
     let app = environment();
     assert_eq!(call(&app, "hold", hold(3)).await.0, 201);
     let (status, _, body) = call(&app, "hold", hold(2)).await;
-    assert_eq!((status, reason(&body).as_str()), (409, "hold_limit_reached"));
+    assert_eq!(
+        (status, reason(&body).as_str()),
+        (409, "hold_limit_reached")
+    );
     assert_eq!(call(&app, "hold", hold(1)).await.0, 201);
     // Its own cap wins over the default (seen by a new environment: a
     // look-up is kept up to 30 s, like a key's).
@@ -620,8 +623,15 @@ async fn open_modes_anonymous_caller_is_held_to_its_cap_on_held_seats() {
     let app = environment();
     assert_eq!(call(&app, "hold", hold(2)).await.0, 201);
     let (status, _, body) = call(&app, "hold", hold(1)).await;
-    assert_eq!((status, reason(&body).as_str()), (409, "hold_limit_reached"));
-    assert_eq!(db.active_seats(slot.parse().map(shared::domain::SlotId).unwrap()).await, 6);
+    assert_eq!(
+        (status, reason(&body).as_str()),
+        (409, "hold_limit_reached")
+    );
+    assert_eq!(
+        db.active_seats(slot.parse().map(shared::domain::SlotId).unwrap())
+            .await,
+        6
+    );
     db.assert_invariants().await;
     db.drop().await;
 }

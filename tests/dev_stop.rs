@@ -92,6 +92,11 @@ async fn make_dev_started_warmed_read_and_stopped_with_ctrl_c_logs_nothing_at_wa
         log.display(),
         loud.iter().take(8).copied().collect::<Vec<_>>().join("\n")
     );
-    assert_eq!(output.matches("panicked at").count(), 0, "{}", log.display());
+    assert_eq!(
+        output.matches("panicked at").count(),
+        0,
+        "{}",
+        log.display()
+    );
     let _ = std::fs::remove_file(&keys);
 }

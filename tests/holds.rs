@@ -398,11 +398,11 @@ async fn finding_by_key_without_a_valid_key_or_with_another_parameter_is_422_nam
     // parameter (SPEC §19.6), never a first-wins read or a silent skip.
     let (one, two) = (key(), key());
     for (query, fields) in [
-        (format!("other=1&idempotency_key={one}&x="), vec!["other", "x"]),
         (
-            format!("key={one}"),
-            vec!["idempotency_key", "key"],
+            format!("other=1&idempotency_key={one}&x="),
+            vec!["other", "x"],
         ),
+        (format!("key={one}"), vec!["idempotency_key", "key"]),
         (
             format!("idempotency_key={one}&idempotency_key={two}"),
             vec!["idempotency_key"],
@@ -415,9 +415,7 @@ async fn finding_by_key_without_a_valid_key_or_with_another_parameter_is_422_nam
         let reply = send(&app, "find", find_hold_request(&query), None).await;
         reply.assert_invalid(&fields);
         for field in fields.iter().filter(|f| **f != "idempotency_key") {
-            let message = format!(
-                "The {field:?} parameter is not allowed; use idempotency_key."
-            );
+            let message = format!("The {field:?} parameter is not allowed; use idempotency_key.");
             assert_eq!(reply.body["errors"][field][0], message.as_str(), "{query}");
         }
         if query.matches("idempotency_key=").count() == 2 {

@@ -253,7 +253,13 @@ fn a_database_password_never_reaches_the_error_line() {
 /// Passwords as an operator may paste them, unencoded: each holds one of
 /// the characters that end a URL's parts elsewhere.
 const AWKWARD_PASSWORDS: [&str; 7] = [
-    "pa/ss", "p/a/s/s", "pa@ss", "pa:ss", "pa#ss", "pa?ss", "a/b@c:d#e?f",
+    "pa/ss",
+    "p/a/s/s",
+    "pa@ss",
+    "pa:ss",
+    "pa#ss",
+    "pa?ss",
+    "a/b@c:d#e?f",
 ];
 
 #[test]

@@ -86,6 +86,9 @@ mod tests {
         page.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         let page = finish("GET /console", page);
-        assert_eq!(header(&page, header::CACHE_CONTROL).as_deref(), Some("no-cache"));
+        assert_eq!(
+            header(&page, header::CACHE_CONTROL).as_deref(),
+            Some("no-cache")
+        );
     }
 }

@@ -172,7 +172,10 @@ fn key_from(parameters: &[(String, String)]) -> Result<IdempotencyKey, Error> {
         } else {
             continue;
         };
-        errors.entry(sent_name(name).into()).or_default().push(message);
+        errors
+            .entry(sent_name(name).into())
+            .or_default()
+            .push(message);
     }
     let key = super::slots::parse_key(raw);
     match key {
@@ -237,7 +240,9 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            key_from(&pairs(&[("idempotency_key", KEY)])).unwrap().to_string(),
+            key_from(&pairs(&[("idempotency_key", KEY)]))
+                .unwrap()
+                .to_string(),
             KEY
         );
         for (query, fields) in [
@@ -247,7 +252,10 @@ mod tests {
                 vec![("idempotency_key", KEY), ("idempotency_key", KEY)],
                 vec!["idempotency_key"],
             ),
-            (vec![("idempotency_key", KEY), ("limit", "5")], vec!["limit"]),
+            (
+                vec![("idempotency_key", KEY), ("limit", "5")],
+                vec!["limit"],
+            ),
             (vec![("key", KEY)], vec!["idempotency_key", "key"]),
             (
                 vec![("b", ""), ("idempotency_key", KEY), ("a", "")],
