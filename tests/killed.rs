@@ -57,8 +57,12 @@ impl Function {
             .envs(api.environment(name))
             .env("DATABASE_URL", &db.url)
             .env("REDIS_URL", "")
-            // Part I's anonymous API: these events carry no key.
+            // Part I's anonymous API: these events carry no key. Uncapped
+            // (SPEC §16's 0), so that its holds take the paths this file
+            // kills a process in: a capped client's claim its allowance
+            // first (tests/client_cap.rs).
             .env("AUTH_MODE", "open")
+            .env("CLIENT_MAX_HELD_SEATS", "0")
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -195,14 +199,14 @@ async fn waiting_in(db: &TestDb, blocker: u64, sql: &str) -> u64 {
             return id;
         }
         if Instant::now() > deadline {
-            let all: Vec<(u64, String, Option<String>, Option<String>)> = sqlx::query_as(
-                "SELECT CAST(ID AS UNSIGNED), COMMAND, STATE, INFO FROM information_schema.PROCESSLIST WHERE DB = ?",
+            let all: Vec<(u64, String, Option<String>)> = sqlx::query_as(
+                "SELECT CAST(trx_mysql_thread_id AS UNSIGNED), trx_state, trx_query \
+                 FROM information_schema.INNODB_TRX",
             )
-            .bind(&db.name)
             .fetch_all(&db.admin)
             .await
-            .expect("processlist");
-            panic!("nothing waits behind the blocker in {sql:?}: {all:?}");
+            .expect("transactions");
+            panic!("nothing waits behind the blocker ({blocker}) in {sql:?}: {all:?}");
         }
     }
 }
