@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make dev`: serves the API with `cargo lambda watch` on 127.0.0.1:PORT and
 # invokes the sweeper through it every 60 s, as the template's schedule
-# (rate(1 minute)) does on AWS. Ctrl-C (or SIGTERM) stops both.
+# (rate(1 minute)) does on AWS. Ctrl-C (or SIGTERM) stops both, quietly
+# (stop, below).
 #
 # Usage: scripts/dev.sh PORT CONCURRENCY [extra cargo lambda watch flags]
 # with cargo-lambda on PATH and DATABASE_URL / REDIS_URL set (the Makefile
@@ -16,8 +17,13 @@ shift 2
 # API included, in that time-out, so an idle instance's long-poll for its
 # next event is answered 408 without a request id and lambda_runtime 1.5.0
 # panics (docs/LOCAL.md). The functions bound their own time.
-cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$port" \
-    --concurrency "$concurrency" "$@" &
+#
+# The watcher runs in a session of its own, so that a Ctrl-C in the terminal
+# (SIGINT to make's process group) reaches this script and not the watcher:
+# the stop goes in order (stop, below). `--pdeathsig TERM`: should this
+# script be killed outright, the watcher goes with it.
+setsid setpriv --pdeathsig TERM cargo lambda watch --invoke-address 127.0.0.1 \
+    --invoke-port "$port" --concurrency "$concurrency" "$@" &
 watch=$!
 
 sweeper() {
@@ -58,9 +64,27 @@ sweeper() {
 sweeper &
 sweeper_pid=$!
 
+# A quiet stop (docs/LOCAL.md, "A quiet log"), in this order:
+# 1. The sweeper loop.
+# 2. Every function instance, the watcher's children (each runs in a
+#    process group of its own, watchexec's): on SIGTERM a function exits at
+#    once with status 0 and logs nothing (shared::telemetry::
+#    exit_quietly_on_sigterm), between invocations as Lambda stops one.
+#    Stopped with the emulator instead, each would find its Runtime API
+#    gone (the function's ERROR "the Lambda runtime stopped"), or be
+#    killed by its watchexec (the emulator's ERROR "command killed").
+# 3. The watcher, which then has no instance left to lose.
 stop() {
+    trap '' INT TERM
     kill "$sweeper_pid" 2>/dev/null || true
-    kill "$watch" 2>/dev/null || true
+    wait "$sweeper_pid" 2>/dev/null || true
+    pkill -TERM -P "$watch" 2>/dev/null || true
+    local waited=0
+    while pgrep -P "$watch" >/dev/null && [ "$waited" -lt 100 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    kill -INT "$watch" 2>/dev/null || true
 }
 trap stop INT TERM
 # The watcher's status is make's: a server that dies is a failed `make dev`.

@@ -581,6 +581,61 @@ async fn twenty_concurrent_holds_with_one_key_from_one_client_make_one_hold() {
     db.drop().await;
 }
 
+/// SPEC §16: the cap on held seats holds for every client, `open` mode's
+/// keyless anonymous caller included (only its rate is unlimited, §8):
+/// its own `max_held_seats`, else the configured default.
+#[tokio::test]
+async fn open_modes_anonymous_caller_is_held_to_its_cap_on_held_seats() {
+    let db = TestDb::new().await;
+    let slot = db.insert_slot(10).await.to_string();
+    let hold = |quantity: u32| {
+        with_body(
+            hold_request(&slot, Some(new_key().as_str())),
+            &format!(r#"{{"quantity": {quantity}}}"#),
+        )
+    };
+    let environment = || {
+        App::new(shared::Config {
+            access: shared::config::Access {
+                mode: AuthMode::Open,
+                rate_limit_per_second: 0,
+                client_max_held_seats: 4,
+            },
+            ..db.config(Duration::from_secs(300))
+        })
+        .expect("app")
+    };
+    // Its row says NULL: the default, 4 seats.
+    let app = environment();
+    assert_eq!(call(&app, "hold", hold(3)).await.0, 201);
+    let (status, _, body) = call(&app, "hold", hold(2)).await;
+    assert_eq!(
+        (status, reason(&body).as_str()),
+        (409, "hold_limit_reached")
+    );
+    assert_eq!(call(&app, "hold", hold(1)).await.0, 201);
+    // Its own cap wins over the default (seen by a new environment: a
+    // look-up is kept up to 30 s, like a key's).
+    sqlx::query("UPDATE api_clients SET max_held_seats = 6 WHERE id = 1")
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    let app = environment();
+    assert_eq!(call(&app, "hold", hold(2)).await.0, 201);
+    let (status, _, body) = call(&app, "hold", hold(1)).await;
+    assert_eq!(
+        (status, reason(&body).as_str()),
+        (409, "hold_limit_reached")
+    );
+    assert_eq!(
+        db.active_seats(slot.parse().map(shared::domain::SlotId).unwrap())
+            .await,
+        6
+    );
+    db.assert_invariants().await;
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn open_mode_takes_requests_without_a_key_as_anonymous_but_still_checks_keys_that_are_sent() {
     let db = TestDb::new().await;

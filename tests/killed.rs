@@ -57,8 +57,12 @@ impl Function {
             .envs(api.environment(name))
             .env("DATABASE_URL", &db.url)
             .env("REDIS_URL", "")
-            // Part I's anonymous API: these events carry no key.
+            // Part I's anonymous API: these events carry no key. Uncapped
+            // (SPEC §16's 0), so that its holds take the paths this file
+            // kills a process in: a capped client's claim its allowance
+            // first (tests/client_cap.rs).
             .env("AUTH_MODE", "open")
+            .env("CLIENT_MAX_HELD_SEATS", "0")
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -182,36 +186,28 @@ async fn connection_id(tx: &mut Transaction<'static, MySql>) -> u64 {
         .expect("CONNECTION_ID()")
 }
 
-/// The connection, other than `not`, running a statement that contains
-/// `sql` in the test's database: the function, waiting for a lock.
-async fn waiting_in(db: &TestDb, not: u64, sql: &str) -> u64 {
+/// The connection, other than `blocker`, whose transaction waits for a
+/// lock `blocker`'s transaction holds, in a statement containing `sql`:
+/// the function, queued inside its transaction. Its statement's text alone
+/// is not enough: a plain read of the same text runs before the slot's
+/// lock is taken, and a probe that took it for the wait saw the function
+/// before it held anything.
+async fn waiting_in(db: &TestDb, blocker: u64, sql: &str) -> u64 {
     let deadline = Instant::now() + SOON;
     loop {
-        let found: Option<u64> = sqlx::query_scalar(
-            "SELECT CAST(ID AS UNSIGNED) FROM information_schema.PROCESSLIST \
-             WHERE DB = ? AND ID <> ? AND ID <> CONNECTION_ID() \
-             AND COMMAND <> 'Sleep' AND INSTR(INFO, ?) > 0",
-        )
-        .bind(&db.name)
-        .bind(not)
-        .bind(sql)
-        .fetch_optional(&db.admin)
-        .await
-        .expect("processlist");
-        if let Some(id) = found {
+        if let Some(id) = db.blocked_by(blocker, sql).await {
             return id;
         }
         if Instant::now() > deadline {
-            let all: Vec<(u64, String, Option<String>, Option<String>)> = sqlx::query_as(
-                "SELECT CAST(ID AS UNSIGNED), COMMAND, STATE, INFO FROM information_schema.PROCESSLIST WHERE DB = ?",
+            let all: Vec<(u64, String, Option<String>)> = sqlx::query_as(
+                "SELECT CAST(trx_mysql_thread_id AS UNSIGNED), trx_state, trx_query \
+                 FROM information_schema.INNODB_TRX",
             )
-            .bind(&db.name)
             .fetch_all(&db.admin)
             .await
-            .expect("processlist");
-            panic!("nothing waits in {sql:?}: {all:?}");
+            .expect("transactions");
+            panic!("nothing waits behind the blocker ({blocker}) in {sql:?}: {all:?}");
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -70,8 +70,10 @@ pub async fn ready(base: &str, dev: &mut Child) -> Result<(), String> {
     Err(format!("make dev did not serve within {READY_WITHIN:?}"))
 }
 
-/// SIGTERM to the group (make, the watcher, its instances, the sweeper
-/// loop), SIGKILL if it has not gone within 20 s.
+/// Stops it as a developer's Ctrl-C does: SIGINT to its process group
+/// (make, scripts/dev.sh, the sweeper loop; the watcher and its instances
+/// are stopped by dev.sh, in order), SIGKILL if it has not gone within
+/// 20 s.
 pub async fn stop(dev: &mut Child) {
     let Some(pid) = dev.id() else { return };
     let signal = |sig: &str| {
@@ -79,7 +81,7 @@ pub async fn stop(dev: &mut Child) {
             .args([sig, "--", &format!("-{pid}")])
             .status();
     };
-    signal("-TERM");
+    signal("-INT");
     if tokio::time::timeout(Duration::from_secs(20), dev.wait())
         .await
         .is_err()

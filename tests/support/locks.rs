@@ -108,6 +108,36 @@ impl TestDb {
         waiting
     }
 
+    /// The connection, other than `blocker`, whose transaction waits now
+    /// for a lock that `blocker`'s transaction holds, while running a
+    /// statement that contains `sql`: true only once that connection has
+    /// sent a locking statement and queued behind the blocker, never while
+    /// an earlier statement (a plain read of the same text) is still
+    /// running. InnoDB's view of it is at most 100 ms old.
+    pub async fn blocked_by(&self, blocker: u64, sql: &str) -> Option<u64> {
+        let mut last = LAST_READ.lock().await;
+        if let Some(at) = *last {
+            tokio::time::sleep_until(at + Duration::from_millis(110)).await;
+        }
+        let found = sqlx::query_scalar(
+            "SELECT CAST(r.trx_mysql_thread_id AS UNSIGNED) \
+             FROM information_schema.INNODB_LOCK_WAITS w \
+             JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id \
+             JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
+             WHERE b.trx_mysql_thread_id = ? AND r.trx_mysql_thread_id <> ? \
+             AND r.trx_state = 'LOCK WAIT' AND INSTR(r.trx_query, ?) > 0 \
+             LIMIT 1",
+        )
+        .bind(blocker)
+        .bind(blocker)
+        .bind(sql)
+        .fetch_optional(&self.admin)
+        .await
+        .expect("lock waits");
+        *last = Some(tokio::time::Instant::now());
+        found
+    }
+
     /// Waits until `n` transactions wait for a row lock of this test's
     /// database; fails the test after 10 s.
     pub async fn wait_for_lock_waiters(&self, n: i64) {

@@ -51,6 +51,20 @@ pub fn function_lines(log: &str) -> Result<Vec<Value>, String> {
     Ok(lines)
 }
 
+/// Whether a line of `make dev`'s output is at WARN or above: the
+/// functions' JSON lines carry `"level"`; cargo-lambda's own and the
+/// runtime's plain ones put the level first, after a time stamp if any.
+pub fn at_warn_or_above(line: &str) -> bool {
+    const LEVELS: [&str; 2] = ["WARN", "ERROR"];
+    LEVELS.iter().any(|level| {
+        line.contains(&format!("\"level\":\"{level}\""))
+            || line
+                .split_whitespace()
+                .take(2)
+                .any(|word| word == *level || word.trim_end_matches(':') == *level)
+    })
+}
+
 pub fn is_emf(line: &Value) -> bool {
     line.get("_aws").is_some()
 }

@@ -21,6 +21,7 @@ const LONGEST_RUN: Duration = Duration::from_secs(45);
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let mut app = shared::App::from_env_or_exit().await;
+    telemetry::exit_quietly_on_sigterm();
     let settings = &match PublisherSettings::from_env() {
         Ok(settings) => settings,
         Err(err) => {

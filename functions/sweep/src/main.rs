@@ -22,6 +22,7 @@ const LONGEST_RUN: Duration = Duration::from_secs(45);
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let app = &shared::App::from_env_or_exit().await;
+    telemetry::exit_quietly_on_sigterm();
     let served = run(service_fn(|event: LambdaEvent<Value>| async move {
         let request_id = event.context.request_id.clone();
         let sweep = sweep(app, event.context.deadline());

@@ -14,7 +14,7 @@
 //! memory. A key created after it was first tried may wait those 10 s.
 
 use super::key::{ApiKey, KeyHash};
-use super::{Caller, ClientId, Role};
+use super::{ANONYMOUS, Caller, ClientId, Role};
 use crate::cache::{Admission, AvailabilityCache};
 use crate::config::{Access, AuthMode};
 use crate::db;
@@ -48,7 +48,13 @@ struct Known {
     entries: Recent<KeyHash, Caller>,
     /// Keys refused, as of when their look-up was sent.
     unknown: Recent<KeyHash, ()>,
+    /// `open` mode's anonymous caller, as of its last look-up.
+    anonymous: Recent<(), Caller>,
 }
+
+/// The anonymous client's own cap (SPEC §16: every client has one), by its
+/// fixed id.
+const FIND_ANONYMOUS_CAP: &str = "SELECT max_held_seats FROM api_clients WHERE id = ?";
 
 const FIND_BY_KEY_HASH: &str = "SELECT id, role, rate_limit_per_second, max_held_seats, \
      revoked_at IS NOT NULL FROM api_clients WHERE key_hash = ?";
@@ -75,6 +81,7 @@ impl Gate {
             known: Arc::new(Mutex::new(Known {
                 entries: Recent::new(Self::LOOKUP_LIFETIME, Self::MAX_ENTRIES),
                 unknown: Recent::new(Self::UNKNOWN_LIFETIME, Self::MAX_UNKNOWN),
+                anonymous: Recent::new(Self::LOOKUP_LIFETIME, 1),
             })),
         }
     }
@@ -115,12 +122,11 @@ impl Gate {
     ) -> Result<Caller, Error> {
         let hash = match bearer(authorization)? {
             Some(key) => key.hash(),
-            // The seed's anonymous API: nothing to look up (a request
-            // without a key costs no round trip, as before clients), and
-            // not limited.
+            // The seed's anonymous API: not rate-limited (SPEC §8), but
+            // held to its cap on held seats like every client (SPEC §16).
             None if needs == Needs::Booker && self.access.mode == AuthMode::Open => {
-                telemetry::client(Caller::anonymous().id.0);
-                return Ok(Caller::anonymous());
+                telemetry::client(ANONYMOUS.0);
+                return self.anonymous(deadline).await;
             }
             None => return Err(Error::Unauthenticated(Unauthenticated::Missing)),
         };
@@ -183,6 +189,36 @@ impl Gate {
         Ok(caller)
     }
 
+    /// `open` mode's caller without a key: the built-in `anonymous` client,
+    /// unlimited in rate, with its own cap on held seats (NULL: the
+    /// default), looked up and cached like a key's client, so a change to
+    /// it applies within [`Gate::LOOKUP_LIFETIME`] and a warm request pays
+    /// no round trip. A database without its row (the migrations make it)
+    /// gives the default cap.
+    async fn anonymous(&self, deadline: tokio::time::Instant) -> Result<Caller, Error> {
+        if let Some(caller) = self.known().anonymous.get(&()) {
+            return Ok(*caller);
+        }
+        let asked_at = Instant::now();
+        let own: Option<Option<u32>> =
+            db::transact!(&self.pool, "anonymous look-up", deadline, |conn| {
+                Ok(sqlx::query_scalar(FIND_ANONYMOUS_CAP)
+                    .bind(ANONYMOUS.0)
+                    .fetch_optional(&mut *conn)
+                    .await?)
+            })?;
+        let caller = Caller {
+            held_cap: self.effective_cap(own.flatten()),
+            ..Caller::anonymous()
+        };
+        self.known().anonymous.insert((), caller, asked_at);
+        Ok(caller)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// A client's own rate, else the default; 0 is unlimited, and `open`
     /// mode limits nobody.
     fn effective_rate(&self, own: Option<u32>) -> Option<u32> {
@@ -193,9 +229,9 @@ impl Gate {
     }
 
     /// A client's own cap on held seats, else the default; 0 is unlimited.
-    /// Unlike the rate, it holds in `open` mode too: it guards the
-    /// inventory, which every keyed client shares (only the keyless
-    /// anonymous caller of `open` mode is unlimited).
+    /// Unlike the rate, it holds in `open` mode too, the keyless anonymous
+    /// caller's included: it guards the inventory, which every client
+    /// shares (SPEC §16).
     fn effective_cap(&self, own: Option<u32>) -> Option<u32> {
         Some(own.unwrap_or(self.access.client_max_held_seats)).filter(|cap| *cap > 0)
     }

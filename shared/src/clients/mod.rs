@@ -69,7 +69,7 @@ pub struct Caller {
     /// limited (`rate_limit_per_second = 0`, or `open` mode's anonymous).
     pub rate: Option<u32>,
     /// The most seats it may have in active holds (SPEC §16); `None`:
-    /// unlimited (`max_held_seats = 0`, or `open` mode's anonymous).
+    /// unlimited (`max_held_seats = 0`, or [`Caller::anonymous`]).
     pub held_cap: Option<u32>,
 }
 
@@ -89,7 +89,8 @@ impl Caller {
     }
 
     /// The seed's anonymous API, unlimited: the tools and tests that drive
-    /// the service directly, and `open` mode's requests without a key.
+    /// the service directly. `open` mode's requests without a key are this
+    /// client with its cap on held seats (`Gate`, SPEC §16).
     pub const fn anonymous() -> Self {
         Self {
             id: ANONYMOUS,

@@ -28,19 +28,22 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// Hides the password of a URL before it reaches a log line.
+/// Hides the password of a URL before it reaches a log line, whatever
+/// the password holds. A password the URL does not percent-encode may
+/// contain `/`, `?`, `#`, `@` and `:`, so nothing but the last `@` of the
+/// whole URL surely ends it: everything from the first `:` after the
+/// scheme's `//` to that `@` is hidden. A URL with an `@` after its host
+/// (in a query, say) and a `:` before it loses more than its password,
+/// never less.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return "<unparseable>".into();
     };
-    // The userinfo ends at the last '@' before the path: a password may
-    // itself contain '@'.
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => match rest[..at].split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{}", &rest[at + 1..]),
-            None => url.to_string(),
-        },
+    let Some(at) = rest.rfind('@') else {
+        return url.to_string();
+    };
+    match rest[..at].split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{}", &rest[at + 1..]),
         None => url.to_string(),
     }
 }

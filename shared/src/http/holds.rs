@@ -148,20 +148,52 @@ fn target(body: &[u8]) -> Result<SlotId, Error> {
     }
 }
 
-/// The `idempotency_key` query parameter, validated like the header. API
-/// Gateway decodes the query string; an event without parameters (a
-/// function URL, a generated event) is read from the URI.
+/// The `idempotency_key` query parameter, validated like the header; a
+/// repeated or unknown parameter is a 422 under its own name (SPEC §19.6),
+/// every problem at once. API Gateway decodes the query string; an event
+/// without parameters (a function URL, a generated event) is read from the
+/// URI.
 fn key_parameter(request: &Request) -> Result<IdempotencyKey, Error> {
+    key_from(&super::query_pairs(request))
+}
+
+fn key_from(parameters: &[(String, String)]) -> Result<IdempotencyKey, Error> {
     const FIELD: &str = "idempotency_key";
-    let raw = super::query_pairs(request)
-        .into_iter()
-        .find_map(|(key, value)| (key == FIELD).then_some(value));
-    super::slots::parse_key(raw.as_deref())
+    let mut errors = FieldErrors::new();
+    let mut raw = None;
+    for (name, value) in parameters {
+        let message = if name != FIELD {
+            format!(
+                "The {:?} parameter is not allowed; use idempotency_key.",
+                sent_name(name)
+            )
+        } else if raw.replace(value.as_str()).is_some() {
+            format!("The {FIELD} parameter may be given only once.")
+        } else {
+            continue;
+        };
+        errors
+            .entry(sent_name(name).into())
+            .or_default()
+            .push(message);
+    }
+    let key = super::slots::parse_key(raw);
+    match key {
+        Ok(key) if errors.is_empty() => Ok(key),
+        Ok(_) => Err(Error::Validation(errors)),
+        Err(Error::Validation(more)) => {
+            for (field, messages) in more {
+                errors.entry(field).or_default().extend(messages);
+            }
+            Err(Error::Validation(errors))
+        }
+        Err(other) => Err(other),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::target;
+    use super::{key_from, target};
     use crate::domain::SlotId;
     use crate::error::Error;
 
@@ -196,5 +228,45 @@ mod tests {
         }
         assert_eq!(fields(r#"{"slot": 7, "slot_id": 7}"#), ["slot"]);
         assert_eq!(fields(r#"{"slot": 7}"#), ["slot", "slot_id"]);
+    }
+
+    #[test]
+    fn the_key_is_the_only_parameter_and_it_is_given_once() {
+        const KEY: &str = "0b6c4a7e-6c1f-4c3e-9a57-3f0d6f1e2a10";
+        let pairs = |query: &[(&str, &str)]| -> Vec<(String, String)> {
+            query
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            key_from(&pairs(&[("idempotency_key", KEY)]))
+                .unwrap()
+                .to_string(),
+            KEY
+        );
+        for (query, fields) in [
+            (vec![], vec!["idempotency_key"]),
+            (vec![("idempotency_key", "x")], vec!["idempotency_key"]),
+            (
+                vec![("idempotency_key", KEY), ("idempotency_key", KEY)],
+                vec!["idempotency_key"],
+            ),
+            (
+                vec![("idempotency_key", KEY), ("limit", "5")],
+                vec!["limit"],
+            ),
+            (vec![("key", KEY)], vec!["idempotency_key", "key"]),
+            (
+                vec![("b", ""), ("idempotency_key", KEY), ("a", "")],
+                vec!["a", "b"],
+            ),
+        ] {
+            let Err(Error::Validation(errors)) = key_from(&pairs(&query)) else {
+                panic!("{query:?} accepted");
+            };
+            let got: Vec<&str> = errors.keys().map(|k| k.as_ref()).collect();
+            assert_eq!(got, fields, "{query:?}");
+        }
     }
 }

@@ -7,6 +7,7 @@
 mod availability;
 mod clients;
 mod events;
+mod headers;
 mod holds;
 mod pages;
 mod routes;
@@ -18,6 +19,7 @@ mod waitlist;
 pub use availability::availability;
 pub use clients::{create_client, list_clients, patch_client, revoke_client};
 pub use events::{MAX_EVENTS, list_events};
+pub use headers::finish;
 pub use holds::{cancel, confirm, extend_hold, find_hold, get_hold, move_hold};
 pub use pages::{CONSOLE, DOCS, console_page, docs_page, openapi_document};
 pub use routes::ROUTES;

@@ -1,5 +1,7 @@
 //! The Lambda loop of an API function: every request one observed
-//! invocation (its log lines, its summary, its metrics: `telemetry`).
+//! invocation (its log lines, its summary, its metrics: `telemetry`), and
+//! every answer, whatever built it, leaves with the headers of
+//! [`super::finish`].
 //!
 //! The handler is a plain `fn` whose future is boxed, so that this loop —
 //! `lambda_http::run`, generic over its service, and with it the runtime,
@@ -57,12 +59,15 @@ async fn run<'a, F>(route: &'static str, handler: F) -> Result<(), lambda_http::
 where
     F: Fn(Request) -> Pin<Box<dyn Future<Output = HandlerResult> + Send + 'a>>,
 {
+    telemetry::exit_quietly_on_sigterm();
     let served = lambda_http::run(service_fn(|request: Request| {
         let request_id = request
             .lambda_context_ref()
             .map(|context| context.request_id.clone())
             .unwrap_or_default();
-        telemetry::invoke(request_id, route, handler(request), status_of)
+        let answer = handler(request);
+        let answer = async move { answer.await.map(|response| super::finish(route, response)) };
+        telemetry::invoke(request_id, route, answer, status_of)
     }))
     .await;
     telemetry::exit_on_error(served)

@@ -68,6 +68,27 @@ fn one_at_a_time_is_no_news() {
     }
 }
 
+/// Makes SIGTERM end the process at once, with status 0 and no line: how
+/// a function is stopped, not a failure. Lambda sends it (to a runtime
+/// with extensions) only at shutdown, between invocations; `make dev`
+/// sends it to every instance before it stops the emulator, so that no
+/// instance sees its Runtime API go (and logs [`exit_on_error`]'s ERROR)
+/// and the emulator sees each instance end cleanly (it logs any other
+/// end at ERROR: docs/LOCAL.md, "A quiet log"). Call it before the
+/// runtime's loop.
+pub fn exit_quietly_on_sigterm() {
+    extern "C" fn on_sigterm(_: libc::c_int) {
+        // Only async-signal-safe calls in a handler: `_exit`, which
+        // flushes nothing (every line is written whole as it is logged).
+        unsafe { libc::_exit(0) }
+    }
+    let handler: extern "C" fn(libc::c_int) = on_sigterm;
+    // SAFETY: the handler calls only `_exit`, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
+    }
+}
+
 /// The runtime's loop ends only on an error: its API gone (never on
 /// Lambda while the process lives; the emulator stopping under `make
 /// dev`). Logged as a JSON line like every other, then the process exits
