@@ -88,6 +88,15 @@ async fn joined_b_at_once<T>(app: &App, b: SlotId, scanner: &tokio::task::JoinHa
 #[tokio::test]
 async fn no_claim_locks_another_slot() {
     let db = TestDb::new().await;
+    // The keyless caller unlimited, as an operator may set it: capped, its
+    // holds and joins take turns on its allowance row (docs/DESIGN.md, "One
+    // client's cap"), and the join on B would wait for the paused hold's
+    // row, not for a slot. The capped claim is the `capped` client's below.
+    sqlx::query("UPDATE api_clients SET max_held_seats = 0 WHERE id = ?")
+        .bind(shared::clients::Caller::anonymous().id.0)
+        .execute(&db.admin)
+        .await
+        .unwrap();
     let app = db.app();
     // D, E, F: one seat free, two waiting (the seat fits nobody: anyone
     // may take it). A: full by a booking, one waiting.
