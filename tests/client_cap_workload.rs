@@ -5,7 +5,7 @@
 use shared::clients::Needs;
 use shared::http;
 use slot_booking_tests::caps::*;
-use slot_booking_tests::keys::{TestClient, authorized};
+use slot_booking_tests::keys::authorized;
 use slot_booking_tests::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -121,7 +121,7 @@ async fn a_randomized_workload_of_capped_clients_never_takes_one_over_its_cap() 
     let mut checks = 0;
     let mut broken = Vec::new();
     while tokio::time::Instant::now() < deadline {
-        broken.extend(snapshot_check(&db, &clients, &caps).await);
+        broken.extend(snapshot_broken(&db, &clients, &caps).await);
         checks += 1;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -134,7 +134,7 @@ async fn a_randomized_workload_of_capped_clients_never_takes_one_over_its_cap() 
     for sweep in sweeps {
         sweep.await.unwrap();
     }
-    broken.extend(snapshot_check(&db, &clients, &caps).await);
+    broken.extend(snapshot_broken(&db, &clients, &caps).await);
     assert!(broken.is_empty(), "{broken:?} ({checks} checks)");
     eprintln!("{checks} snapshot checks; {outcomes:?}");
     assert!(
@@ -145,73 +145,4 @@ async fn a_randomized_workload_of_capped_clients_never_takes_one_over_its_cap() 
     );
     db.assert_counters_exact("after the workload").await;
     db.drop().await;
-}
-
-/// Every client's active seats (and its allowance's bound above them) and
-/// every slot's held and confirmed seats, in one consistent snapshot, with
-/// a `now` read after it.
-async fn snapshot_check(db: &TestDb, clients: &[TestClient], caps: &[u32]) -> Vec<String> {
-    let mut conn = db.admin.acquire().await.expect("connection");
-    sqlx::query("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-        .execute(&mut *conn)
-        .await
-        .expect("snapshot");
-    let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT UTC_TIMESTAMP(6)")
-        .fetch_one(&mut *conn)
-        .await
-        .expect("now");
-    let mut broken = Vec::new();
-    for (client, cap) in clients.iter().zip(caps) {
-        let held: i64 = sqlx::query_scalar(
-            "SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM holds \
-             WHERE client_id = ? AND status = 'held' AND expires_at > ?",
-        )
-        .bind(client.id.0)
-        .bind(now)
-        .fetch_one(&mut *conn)
-        .await
-        .expect("client seats");
-        if held > i64::from(*cap) {
-            broken.push(format!("client {} holds {held} > cap {cap}", client.id.0));
-        }
-        // Its allowance's bound, when no count is due, is never below
-        // what it holds: a hold the bound passes is within the cap.
-        let bound: Option<(i64, bool)> = sqlx::query_as(
-            "SELECT CAST(held AS SIGNED), counted_at >= recount_after FROM client_allowances \
-             WHERE client_id = ?",
-        )
-        .bind(client.id.0)
-        .fetch_optional(&mut *conn)
-        .await
-        .expect("allowance");
-        if let Some((bound, true)) = bound
-            && bound < held
-        {
-            broken.push(format!(
-                "client {}: allowance {bound} < the {held} seats it holds",
-                client.id.0
-            ));
-        }
-    }
-    let slots: Vec<(u64, u32, i64)> = sqlx::query_as(
-        "SELECT s.id, s.capacity, CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM slots s \
-         LEFT JOIN holds h ON h.slot_id = s.id AND (h.status = 'confirmed' \
-         OR (h.status = 'held' AND h.expires_at > ?)) GROUP BY s.id, s.capacity",
-    )
-    .bind(now)
-    .fetch_all(&mut *conn)
-    .await
-    .expect("slot seats");
-    for (id, capacity, taken) in slots {
-        if taken > i64::from(capacity) {
-            broken.push(format!(
-                "slot {id}: {taken} seats held and confirmed > {capacity}"
-            ));
-        }
-    }
-    sqlx::query("ROLLBACK")
-        .execute(&mut *conn)
-        .await
-        .expect("end");
-    broken
 }

@@ -12,7 +12,7 @@ use shared::clients::{Needs, Role};
 use shared::config::AuthMode;
 use shared::domain::SlotId;
 use shared::{App, http};
-use slot_booking_tests::caps::capped_hold;
+use slot_booking_tests::caps::{capped_hold, snapshot_broken};
 use slot_booking_tests::keys::{TestClient, authorized};
 use slot_booking_tests::*;
 use std::collections::BTreeMap;
@@ -187,7 +187,7 @@ async fn capped_holds_offers_moves_patches_and_sweeps_answer_no_5xx_and_break_no
     let mut checks = 0;
     let mut broken = Vec::new();
     while Instant::now() < deadline {
-        broken.extend(snapshot_check(&db, &clients).await);
+        broken.extend(snapshot_broken(&db, &clients, &CAPS).await);
         checks += 1;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -200,7 +200,7 @@ async fn capped_holds_offers_moves_patches_and_sweeps_answer_no_5xx_and_break_no
     for sweep in sweeps {
         sweep.await.unwrap();
     }
-    broken.extend(snapshot_check(&db, &clients).await);
+    broken.extend(snapshot_broken(&db, &clients, &CAPS).await);
     eprintln!("{checks} snapshot checks; {outcomes:?}");
     assert!(broken.is_empty(), "{broken:?} ({checks} checks)");
     for wanted in [
@@ -217,53 +217,4 @@ async fn capped_holds_offers_moves_patches_and_sweeps_answer_no_5xx_and_break_no
     db.assert_counters_exact("after the workload").await;
     db.assert_lines().await;
     db.drop().await;
-}
-
-/// In one consistent snapshot, its `now` read after it: no capped client
-/// holds more than its cap, no slot has more seats held and confirmed
-/// than its capacity.
-async fn snapshot_check(db: &TestDb, clients: &[TestClient]) -> Vec<String> {
-    let mut conn = db.admin.acquire().await.expect("connection");
-    sqlx::query("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-        .execute(&mut *conn)
-        .await
-        .expect("snapshot");
-    let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT UTC_TIMESTAMP(6)")
-        .fetch_one(&mut *conn)
-        .await
-        .expect("now");
-    let mut broken = Vec::new();
-    for (client, cap) in clients.iter().zip(CAPS) {
-        let held: i64 = sqlx::query_scalar(
-            "SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM holds \
-             WHERE client_id = ? AND status = 'held' AND expires_at > ?",
-        )
-        .bind(client.id.0)
-        .bind(now)
-        .fetch_one(&mut *conn)
-        .await
-        .expect("client seats");
-        if cap > 0 && held > i64::from(cap) {
-            broken.push(format!("client {} holds {held} > cap {cap}", client.id.0));
-        }
-    }
-    let slots: Vec<(u64, u32, i64)> = sqlx::query_as(
-        "SELECT s.id, s.capacity, CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM slots s \
-         LEFT JOIN holds h ON h.slot_id = s.id AND (h.status = 'confirmed' \
-         OR (h.status = 'held' AND h.expires_at > ?)) GROUP BY s.id, s.capacity",
-    )
-    .bind(now)
-    .fetch_all(&mut *conn)
-    .await
-    .expect("slot seats");
-    for (id, capacity, taken) in slots {
-        if taken > i64::from(capacity) {
-            broken.push(format!("slot {id}: {taken} seats taken > {capacity}"));
-        }
-    }
-    sqlx::query("ROLLBACK")
-        .execute(&mut *conn)
-        .await
-        .expect("end");
-    broken
 }

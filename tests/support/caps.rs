@@ -68,3 +68,72 @@ pub async fn client_seats(db: &TestDb, client: &TestClient) -> i64 {
     .await
     .expect("client seats")
 }
+
+/// Every client's active seats (and its allowance's bound above them) and
+/// every slot's held and confirmed seats, in one consistent snapshot, with
+/// a `now` read after it. A cap of 0 is none: that client is not checked.
+pub async fn snapshot_broken(db: &TestDb, clients: &[TestClient], caps: &[u32]) -> Vec<String> {
+    let mut conn = db.admin.acquire().await.expect("connection");
+    sqlx::query("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        .execute(&mut *conn)
+        .await
+        .expect("snapshot");
+    let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT UTC_TIMESTAMP(6)")
+        .fetch_one(&mut *conn)
+        .await
+        .expect("now");
+    let mut broken = Vec::new();
+    for (client, cap) in clients.iter().zip(caps).filter(|(_, cap)| **cap > 0) {
+        let held: i64 = sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM holds \
+             WHERE client_id = ? AND status = 'held' AND expires_at > ?",
+        )
+        .bind(client.id.0)
+        .bind(now)
+        .fetch_one(&mut *conn)
+        .await
+        .expect("client seats");
+        if held > i64::from(*cap) {
+            broken.push(format!("client {} holds {held} > cap {cap}", client.id.0));
+        }
+        // Its allowance's bound, when no count is due, is never below
+        // what it holds: a hold the bound passes is within the cap.
+        let bound: Option<(i64, bool)> = sqlx::query_as(
+            "SELECT CAST(held AS SIGNED), counted_at >= recount_after FROM client_allowances \
+             WHERE client_id = ?",
+        )
+        .bind(client.id.0)
+        .fetch_optional(&mut *conn)
+        .await
+        .expect("allowance");
+        if let Some((bound, true)) = bound
+            && bound < held
+        {
+            broken.push(format!(
+                "client {}: allowance {bound} < the {held} seats it holds",
+                client.id.0
+            ));
+        }
+    }
+    let slots: Vec<(u64, u32, i64)> = sqlx::query_as(
+        "SELECT s.id, s.capacity, CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM slots s \
+         LEFT JOIN holds h ON h.slot_id = s.id AND (h.status = 'confirmed' \
+         OR (h.status = 'held' AND h.expires_at > ?)) GROUP BY s.id, s.capacity",
+    )
+    .bind(now)
+    .fetch_all(&mut *conn)
+    .await
+    .expect("slot seats");
+    for (id, capacity, taken) in slots {
+        if taken > i64::from(capacity) {
+            broken.push(format!(
+                "slot {id}: {taken} seats held and confirmed > {capacity}"
+            ));
+        }
+    }
+    sqlx::query("ROLLBACK")
+        .execute(&mut *conn)
+        .await
+        .expect("end");
+    broken
+}

@@ -6,6 +6,7 @@
 mod entry;
 mod join;
 pub(super) mod offer;
+mod revoked;
 mod sql;
 
 pub use entry::Left;

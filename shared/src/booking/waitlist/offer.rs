@@ -20,14 +20,6 @@ use std::time::Duration;
 pub const OFFER_STATE: &str =
     "SELECT starts_at <= UTC_TIMESTAMP(6), waiting_min FROM slots WHERE id = ?";
 
-/// On an entry of `waitlist_entries`: its client is revoked.
-macro_rules! revoked {
-    () => {
-        "EXISTS (SELECT 1 FROM api_clients c \
-         WHERE c.id = waitlist_entries.client_id AND c.revoked_at IS NOT NULL)"
-    };
-}
-
 /// The earliest waiting entry whose quantity `free` seats cover, of a
 /// client not revoked, with a `now` after the slot's lock for its hold's
 /// times (so it is counted: D). Entries change only under the slot's
@@ -57,20 +49,6 @@ pub const OFFER_PICK: &str = "SELECT e.id, e.client_id, e.quantity, e.idempotenc
 pub const OFFER_INSERT: &str = "INSERT INTO holds (slot_id, client_id, entry_id, quantity, idempotency_key, \
      status, expires_at, created_at, updated_at) \
      VALUES (?, ?, ?, ?, ?, 'held', ? + INTERVAL ? MICROSECOND, ?, ?)";
-
-/// The waiting entries of revoked clients that `?` seats cover, locked
-/// (one range of the first-fit index: the entries those seats fit). Read
-/// by every offer pass that can offer, before its offers: a revocation
-/// ends its client's entries itself, so these are the ones made by a key
-/// an environment still trusted (SPEC §8: up to 30 s). The subquery is a
-/// consistent read (a locking read's subqueries lock nothing): the client
-/// rows stay unlocked but for the foreign key's shared lock of an offer.
-pub const REVOKED_IN_LINE: &str = concat!(
-    "SELECT id FROM waitlist_entries FORCE INDEX (waitlist_entries_slot_id_status_quantity_id_index) \
-     WHERE slot_id = ? AND status = 'waiting' AND quantity <= ? AND ",
-    revoked!(),
-    " ORDER BY id FOR UPDATE"
-);
 
 /// The seats offered move from the line to the held counter, and the
 /// line's smallest quantity follows what is left of it, in one statement
@@ -144,7 +122,7 @@ pub(crate) async fn offer_to(
     // Entries of revoked clients that these seats fit end first (SPEC
     // §23.9: never offered): passed over, they would stand before the
     // entries offered (first fit) and keep seats they fit from everyone.
-    end_revoked(conn, slot, free, events).await?;
+    super::revoked::end_revoked(conn, slot, free, events).await?;
     let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
     let mut seats = 0u32;
     while free > 0 {
@@ -199,39 +177,6 @@ pub(crate) async fn offer_to(
             .await?;
     }
     Ok(free)
-}
-
-/// The entries of revoked clients that `free` seats cover end `expired`
-/// (SPEC §23.9: never offered), with their events and the line's counters,
-/// before the offers: none stands before an entry offered (W3), none
-/// keeps seats it fits from everyone (W2).
-async fn end_revoked(
-    conn: &mut MySqlConnection,
-    slot: SlotId,
-    free: u32,
-    events: &mut Vec<NewEvent>,
-) -> Result<(), Error> {
-    let ids: Vec<u64> = sqlx::query_scalar(REVOKED_IN_LINE)
-        .bind(slot.0)
-        .bind(free)
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut seats = 0u32;
-    for id in ids {
-        if let Some(ended) = end(conn, EntryId(id), "waiting", "expired").await? {
-            seats = seats.saturating_add(ended.quantity);
-            events.push(entry_event(EventType::WaitlistExpired, &ended)?);
-        }
-    }
-    if seats > 0 {
-        sqlx::query(LINE_LEFT)
-            .bind(seats)
-            .bind(slot.0)
-            .execute(&mut *conn)
-            .await?;
-        waiting_min(conn, slot).await?;
-    }
-    Ok(())
 }
 
 /// Entries whose offered hold ended unconfirmed (cancelled, or given back
@@ -298,8 +243,21 @@ pub(crate) async fn expire_waiting_into(
         .bind(above.unwrap_or(0))
         .fetch_all(&mut *conn)
         .await?;
+    expire_entries(conn, slot, &ids, events).await?;
+    Ok(ids.len() as u64)
+}
+
+/// The waiting entries `ids` of `slot` end `expired` (those still
+/// waiting), each with its event added to `events`, the line's counters
+/// after them (W1).
+pub(crate) async fn expire_entries(
+    conn: &mut MySqlConnection,
+    slot: SlotId,
+    ids: &[u64],
+    events: &mut Vec<NewEvent>,
+) -> Result<(), Error> {
     let mut seats = 0u32;
-    for id in &ids {
+    for id in ids {
         if let Some(ended) = end(conn, EntryId(*id), "waiting", "expired").await? {
             seats = seats.saturating_add(ended.quantity);
             events.push(entry_event(EventType::WaitlistExpired, &ended)?);
@@ -313,7 +271,7 @@ pub(crate) async fn expire_waiting_into(
             .await?;
         waiting_min(conn, slot).await?;
     }
-    Ok(ids.len() as u64)
+    Ok(())
 }
 
 /// The slot's waiting entries asking for more than `?` seats, locked.
