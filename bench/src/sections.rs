@@ -17,6 +17,7 @@ pub const IN_PLACE: &[&str] = &[
     "fair_use",
     "lifecycle",
     "hot",
+    "sweep_history",
 ];
 
 /// The section of `group`, markers included.
@@ -30,6 +31,7 @@ pub fn render(group: &str, meta: &Meta, rows: &[Row], targets: &[Target], full: 
         "fair_use" => fair_use(meta, rows, targets, full),
         "lifecycle" => lifecycle(meta, rows, targets, full),
         "hot" => hot(meta, rows, targets, full),
+        "sweep_history" => crate::history::section(meta, rows, targets, full),
         _ => String::new(),
     };
     format!("{begin}\n{body}{end}\n")
@@ -356,7 +358,7 @@ fn hot(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
 /// A section's body after its prose: the facts rows (no figures) of the
 /// scenarios under `prefixes` as a list, their measured rows as a table,
 /// then `targets`.
-fn facts_rows_and_targets<'t>(
+pub(crate) fn facts_rows_and_targets<'t>(
     w: &mut String,
     rows: &[Row],
     prefixes: &[&str],
@@ -379,7 +381,7 @@ fn facts_rows_and_targets<'t>(
 }
 
 /// "Measured at commit … on …, by …": how a section's figures were made.
-fn measured_at(group: &str, meta: &Meta, full: bool) -> String {
+pub(crate) fn measured_at(group: &str, meta: &Meta, full: bool) -> String {
     let how = if full {
         "with the rest of this file".to_string()
     } else {
