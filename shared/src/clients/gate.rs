@@ -28,8 +28,15 @@ use std::time::{Duration, Instant};
 /// What a route asks of its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Needs {
-    /// Any client. In `open` mode a request without a key is `anonymous`.
+    /// Any client. In `open` mode a request without a key is `anonymous`,
+    /// whose cap on held seats it does not need (a read, a confirm): no
+    /// look-up, no round trip, as before clients.
     Booker,
+    /// Any client, for an operation that counts its seats against its cap
+    /// (a hold, a join, a cancel: SPEC §16, §23.8). In `open` mode a
+    /// request without a key is `anonymous` with its own cap, looked up and
+    /// cached like a key's client.
+    Holder,
     /// An admin key, in both modes.
     Admin,
 }
@@ -124,9 +131,12 @@ impl Gate {
             Some(key) => key.hash(),
             // The seed's anonymous API: not rate-limited (SPEC §8), but
             // held to its cap on held seats like every client (SPEC §16).
-            None if needs == Needs::Booker && self.access.mode == AuthMode::Open => {
+            None if needs != Needs::Admin && self.access.mode == AuthMode::Open => {
                 telemetry::client(ANONYMOUS.0);
-                return self.anonymous(deadline).await;
+                return match needs {
+                    Needs::Holder => self.anonymous(deadline).await,
+                    _ => Ok(Caller::anonymous()),
+                };
             }
             None => return Err(Error::Unauthenticated(Unauthenticated::Missing)),
         };

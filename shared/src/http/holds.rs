@@ -31,7 +31,7 @@ pub async fn confirm(app: &App, request: Request) -> HandlerResult {
 /// `DELETE /holds/{id}`
 pub async fn cancel(app: &App, request: Request) -> HandlerResult {
     let outcome = async {
-        let caller = caller(app, &request, Needs::Booker).await?;
+        let caller = caller(app, &request, Needs::Holder).await?;
         let hold_id = path_id(&request, &["holds", "{id}"])
             .and_then(HoldId::parse)
             .ok_or(Error::NotFound("hold"))?;

@@ -17,7 +17,7 @@ pub async fn hold(app: &App, request: Request) -> HandlerResult {
     // slot. An id that
     // cannot name a slot is a 404.
     let outcome = async {
-        let caller = caller(app, &request, Needs::Booker).await?;
+        let caller = caller(app, &request, Needs::Holder).await?;
         let body = super::sized_body(&request, super::body_limit::BOOKING)?;
         let key = idempotency_key(&request)?;
         let max = app.booking.rules().max_quantity;

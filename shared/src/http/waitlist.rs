@@ -15,7 +15,7 @@ use lambda_http::http::{HeaderValue, StatusCode};
 /// optional body `{"quantity": n}`, checked in the hold's order.
 pub async fn join_waitlist(app: &App, request: Request) -> HandlerResult {
     let outcome = async {
-        let caller = caller(app, &request, Needs::Booker).await?;
+        let caller = caller(app, &request, Needs::Holder).await?;
         let body = super::sized_body(&request, super::body_limit::BOOKING)?;
         let key = idempotency_key(&request)?;
         let quantity = quantity(body, app.booking.rules().max_quantity)?;
