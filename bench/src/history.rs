@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub const SCENARIO: &str = "sweep.ended_history";
-const SHORT: u64 = 1_000;
-const LONG: u64 = 1_000_000;
+pub const SHORT: u64 = 1_000;
+pub const LONG: u64 = 1_000_000;
 
 const DIGITS: &str = "(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
      UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
@@ -146,44 +146,4 @@ fn row(sample: &Sample) -> Row {
         "errors": sample.errors,
     });
     Row::new(SCENARIO, "paired", 1, params, sample.stats_of("ended_1k"))
-}
-
-/// Its section of `docs/BENCHMARKS.md` (`sections.rs`).
-pub fn section(
-    meta: &crate::report::Meta,
-    rows: &[Row],
-    targets: &[crate::targets::Target],
-    full: bool,
-) -> String {
-    use crate::sections::{facts_rows_and_targets, measured_at};
-    use std::fmt::Write;
-    let mut md = String::new();
-    let w = &mut md;
-    let _ = writeln!(
-        w,
-        "## A slot's long history and the sweeper
-"
-    );
-    let _ = writeln!(w, "{}", measured_at("sweep_history", meta, full));
-    let _ = writeln!(
-        w,
-        "*{SCENARIO}*: the sweeper's check of one slot (`Booking::check_one`: its lock, the \
-         recount of what its counters count, its line, retention, the COMMIT) on a slot with \
-         {SHORT} ended holds and on one with {LONG} (cancelled within the retention, or \
-         expired before the watermark), each with the same 3 active holds, called by turns, \
-         call by call, on one environment. `long_per_short` is the short history's mean time \
-         over the long one's: 1.0, no difference. The check reads index ranges of what it \
-         counts (active holds, bookings, the waiting line) and retention reads only the rows \
-         it deletes (`holds.ended_at`), never the slot's history (docs/DESIGN.md, \
-         \"Counters that heal\").\n"
-    );
-    facts_rows_and_targets(
-        w,
-        rows,
-        &["sweep."],
-        targets
-            .iter()
-            .filter(|t| t.target.starts_with("a sweep's check")),
-    );
-    md
 }

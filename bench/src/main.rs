@@ -30,6 +30,7 @@ mod hot;
 mod lifecycle;
 mod markdown;
 mod measure;
+mod prose;
 mod raw;
 mod reads;
 mod report;

@@ -3,6 +3,7 @@
 //! the commit it was measured at; a full run writes them with the rest.
 
 use crate::cachedown;
+use crate::prose::{facts_rows_and_targets, measured_at};
 use crate::report::{Meta, Row};
 use crate::table::table;
 use crate::targets::Target;
@@ -31,7 +32,7 @@ pub fn render(group: &str, meta: &Meta, rows: &[Row], targets: &[Target], full: 
         "fair_use" => fair_use(meta, rows, targets, full),
         "lifecycle" => lifecycle(meta, rows, targets, full),
         "hot" => hot(meta, rows, targets, full),
-        "sweep_history" => crate::history::section(meta, rows, targets, full),
+        "sweep_history" => sweep_history(meta, rows, targets, full),
         _ => String::new(),
     };
     format!("{begin}\n{body}{end}\n")
@@ -355,44 +356,35 @@ fn hot(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
     md
 }
 
-/// A section's body after its prose: the facts rows (no figures) of the
-/// scenarios under `prefixes` as a list, their measured rows as a table,
-/// then `targets`.
-pub(crate) fn facts_rows_and_targets<'t>(
-    w: &mut String,
-    rows: &[Row],
-    prefixes: &[&str],
-    targets: impl Iterator<Item = &'t Target>,
-) {
-    let ours = |r: &&Row| prefixes.iter().any(|p| r.scenario.starts_with(p));
-    for row in rows.iter().filter(ours).filter(|r| r.stats.is_none()) {
-        let _ = writeln!(
-            w,
-            "- *{}* ({}): `{}`",
-            row.scenario, row.variant, row.params
-        );
-    }
-    let _ = writeln!(w);
-    table(w, rows.iter().filter(ours).filter(|r| r.stats.is_some()));
-    let _ = writeln!(w, "\n| target | measured | result |\n|---|---|---|");
-    for t in targets {
-        let _ = writeln!(w, "| {} | {} | **{}** |", t.target, t.measured, t.verdict());
-    }
-}
-
-/// "Measured at commit … on …, by …": how a section's figures were made.
-pub(crate) fn measured_at(group: &str, meta: &Meta, full: bool) -> String {
-    let how = if full {
-        "with the rest of this file".to_string()
-    } else {
-        format!(
-            "by `cargo run --release -p bench -- --only {group}`, apart from the rest of this \
-             file (load average before {} · after {})",
-            meta.load_before, meta.load_after
-        )
-    };
-    format!(
-        "Measured at commit `{}` on {}, {how}.\n",
-        meta.commit, meta.date
-    )
+fn sweep_history(meta: &Meta, rows: &[Row], targets: &[Target], full: bool) -> String {
+    use crate::history::{LONG, SCENARIO, SHORT};
+    let mut md = String::new();
+    let w = &mut md;
+    let _ = writeln!(
+        w,
+        "## A slot's long history and the sweeper
+"
+    );
+    let _ = writeln!(w, "{}", measured_at("sweep_history", meta, full));
+    let _ = writeln!(
+        w,
+        "*{SCENARIO}*: the sweeper's check of one slot (`Booking::check_one`: its lock, the \
+         recount of what its counters count, its line, retention, the COMMIT) on a slot with \
+         {SHORT} ended holds and on one with {LONG} (cancelled within the retention, or \
+         expired before the watermark), each with the same 3 active holds, called by turns, \
+         call by call, on one environment. `long_per_short` is the short history's mean time \
+         over the long one's: 1.0, no difference. The check reads index ranges of what it \
+         counts (active holds, bookings, the waiting line) and retention reads only the rows \
+         it deletes (`holds.ended_at`), never the slot's history (docs/DESIGN.md, \
+         \"Counters that heal\").\n"
+    );
+    facts_rows_and_targets(
+        w,
+        rows,
+        &["sweep."],
+        targets
+            .iter()
+            .filter(|t| t.target.starts_with("a sweep's check")),
+    );
+    md
 }

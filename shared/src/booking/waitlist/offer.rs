@@ -122,7 +122,8 @@ pub(crate) async fn offer_to(
     // Entries of revoked clients that these seats fit end first (SPEC
     // §23.9: never offered): passed over, they would stand before the
     // entries offered (first fit) and keep seats they fit from everyone.
-    super::revoked::end_revoked(conn, slot, free, events).await?;
+    let revoked = super::revoked::in_line(conn, slot, free).await?;
+    expire_entries(conn, slot, &revoked, events).await?;
     let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
     let mut seats = 0u32;
     while free > 0 {

@@ -1,12 +1,10 @@
 //! The waiting entries of revoked clients (SPEC §23.9: a revoked client is
 //! never offered seats): a revocation ends those it finds; an offer pass
 //! ends, before its offers, those made by a key an environment still
-//! trusted (docs/DESIGN.md, "Revoking a client").
+//! trusted, which it finds here (docs/DESIGN.md, "Revoking a client").
 
-use super::offer::expire_entries;
 use crate::domain::SlotId;
 use crate::error::Error;
-use crate::events::NewEvent;
 use sqlx::MySqlConnection;
 
 /// On an entry of `waitlist_entries`: its client is revoked.
@@ -31,20 +29,18 @@ pub const REVOKED_IN_LINE: &str = concat!(
     " ORDER BY id FOR UPDATE"
 );
 
-/// The entries of revoked clients that `free` seats cover end `expired`
-/// (SPEC §23.9: never offered), with their events and the line's counters,
-/// before the offers: none stands before an entry offered (W3), none
+/// The waiting entries of revoked clients that `free` seats cover
+/// ([`REVOKED_IN_LINE`]), locked: the offer pass ends them `expired`
+/// before its offers, so that none stands before an entry offered (W3) or
 /// keeps seats it fits from everyone (W2).
-pub(super) async fn end_revoked(
+pub(super) async fn in_line(
     conn: &mut MySqlConnection,
     slot: SlotId,
     free: u32,
-    events: &mut Vec<NewEvent>,
-) -> Result<(), Error> {
-    let ids: Vec<u64> = sqlx::query_scalar(REVOKED_IN_LINE)
+) -> Result<Vec<u64>, Error> {
+    Ok(sqlx::query_scalar(REVOKED_IN_LINE)
         .bind(slot.0)
         .bind(free)
-        .fetch_all(&mut *conn)
-        .await?;
-    expire_entries(conn, slot, &ids, events).await
+        .fetch_all(conn)
+        .await?)
 }
