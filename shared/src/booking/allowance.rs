@@ -191,6 +191,17 @@ impl AtCap {
     }
 }
 
+impl super::Booking {
+    /// A refusal at the cap is remembered: this client's next holds here
+    /// are refused by the pre-check, without a lock.
+    pub(super) fn refusing(&self, client: ClientId, refused: Error) -> Error {
+        if matches!(refused, Error::HoldLimitReached { .. }) {
+            self.at_cap.refused(client);
+        }
+        refused
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::AtCap;

@@ -7,17 +7,16 @@ use super::fair::{
 use super::hold_call::{self, Asked, Placed};
 use super::reclaim::reclaim_and_offer;
 use super::replay::{Wanted, replay};
-use super::sql::{find_by_id, find_by_key, key_winner, lock_slot};
+use super::sql::{find_by_id, find_by_key, guard, key_winner, lock_slot};
 use super::written::Written;
 use super::{Booking, HoldOutcome};
 use crate::clients::Caller;
 use crate::db::counter::{client_held, slot_bookable};
 use crate::db::{self, Tx};
-use crate::domain::{ClientId, Hold, HoldId, IdempotencyKey, SlotId};
+use crate::domain::{Hold, HoldId, IdempotencyKey, SlotId};
 use crate::error::Error;
 use crate::events::{EventType, commit_with, hold_event};
 use crate::telemetry::{self, Metric};
-use chrono::{DateTime, Utc};
 use sqlx::MySql;
 use sqlx::pool::PoolConnection;
 
@@ -337,11 +336,7 @@ impl Booking {
         }
         // 3. The guard, under the lock: started, then a share set after
         //    the pre-check (decided now, under the lock).
-        let guard: Guard = sqlx::query_as(Self::HOLD_GUARD)
-            .bind(slot_id.0)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(Error::SlotNotFound(slot_id))?;
+        let guard = guard(&mut tx, slot_id).await?;
         if guard.closed {
             // The slot started while this request waited for its lock.
             tx.rollback().await?; // the claim
@@ -397,23 +392,4 @@ impl Booking {
             created: true,
         })
     }
-}
-
-impl Booking {
-    /// A refusal at the cap is remembered: this client's next holds here
-    /// are refused by the pre-check, without a lock.
-    fn refusing(&self, client: ClientId, refused: Error) -> Error {
-        if matches!(refused, Error::HoldLimitReached { .. }) {
-            self.at_cap.refused(client);
-        }
-        refused
-    }
-}
-
-/// [`Booking::HOLD_GUARD`]'s row.
-#[derive(sqlx::FromRow)]
-struct Guard {
-    now: DateTime<Utc>,
-    closed: bool,
-    shared: bool,
 }

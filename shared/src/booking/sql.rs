@@ -105,6 +105,25 @@ pub(super) async fn find_touchable(
     Ok(hold)
 }
 
+/// The guard of a hold's INSERT ([`crate::Booking::HOLD_GUARD`]), read
+/// under the slot's lock: its `now`, whether the slot started, whether it
+/// has a share.
+#[derive(sqlx::FromRow)]
+pub(super) struct Guard {
+    pub(super) now: DateTime<Utc>,
+    pub(super) closed: bool,
+    pub(super) shared: bool,
+}
+
+/// [`crate::Booking::HOLD_GUARD`]; no row: the slot is gone.
+pub(super) async fn guard(conn: &mut MySqlConnection, slot_id: SlotId) -> Result<Guard, Error> {
+    sqlx::query_as(crate::Booking::HOLD_GUARD)
+        .bind(slot_id.0)
+        .fetch_optional(conn)
+        .await?
+        .ok_or(Error::SlotNotFound(slot_id))
+}
+
 pub const FIND_BY_KEY: &str = concat!(
     "SELECT ",
     hold_columns!(),

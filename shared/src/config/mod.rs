@@ -49,6 +49,8 @@
 mod error;
 mod holds;
 mod publisher;
+#[cfg(test)]
+mod redact_tests;
 mod resolve;
 mod settings;
 #[cfg(test)]
