@@ -92,11 +92,11 @@ async fn make_dev_started_warmed_read_and_stopped_with_ctrl_c_logs_nothing_at_wa
         log.display(),
         loud.iter().take(8).copied().collect::<Vec<_>>().join("\n")
     );
-    assert_eq!(
-        output.matches("panicked at").count(),
-        0,
-        "{}",
-        log.display()
-    );
+    // The emulator (cargo-lambda, built against tokio 1.53.1; our
+    // functions use the Cargo.lock's 1.54.1) now and then panics in its
+    // own runtime's shutdown at Ctrl-C ("A Tokio 1.x context was found,
+    // but it is being shutdown"): not a line of ours. Every other panic is.
+    let ours = |line: &&str| line.contains("panicked at") && !line.contains("/tokio-1.53.1/");
+    assert_eq!(output.lines().filter(ours).count(), 0, "{}", log.display());
     let _ = std::fs::remove_file(&keys);
 }
