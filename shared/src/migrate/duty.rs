@@ -101,6 +101,17 @@ const BOOKING: &[Grant] = &[
         object: Object::Procedure("hold_confirm"),
         privileges: &["EXECUTE"],
     },
+    // Webhooks (SPEC §20): the subscriptions API, the dispatcher's
+    // deliveries and the signer's attempts; a subscription's deliveries go
+    // with it (the foreign key's cascade) and with their events.
+    Grant {
+        object: Object::Table("webhook_subscriptions"),
+        privileges: ROWS,
+    },
+    Grant {
+        object: Object::Table("webhook_deliveries"),
+        privileges: ROWS,
+    },
 ];
 
 /// Creating, listing, changing and revoking clients (a revocation is an
