@@ -420,8 +420,9 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
                 ensure(
                     a.body.as_array().is_some_and(|page| page.len() <= 1)
                         && next.starts_with('<')
-                        && next.ends_with(">; rel=\"next\""),
-                    "at most one event and a next link",
+                        && next.contains(">; rel=\"next\", <")
+                        && next.ends_with(">; rel=\"last\""),
+                    "at most one event, a next link and the head's",
                 )
             }),
         )

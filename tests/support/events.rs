@@ -15,11 +15,13 @@ pub fn events_request(raw_query: &str) -> Request {
     lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event")
 }
 
-/// One page: status, body, and the query of its `next` link.
+/// One page: status, body, and the queries of its `next` and `last`
+/// (the feed's head) links.
 pub struct EventPage {
     pub status: u16,
     pub body: Value,
     pub next: Option<String>,
+    pub last: Option<String>,
 }
 
 impl EventPage {
@@ -31,19 +33,29 @@ impl EventPage {
 pub async fn page(app: &App, who: &TestClient, raw_query: &str) -> EventPage {
     let request = authorized(events_request(raw_query), Some(&who.bearer()));
     let response = http::list_events(app, request).await.expect("handled");
-    let next = response
+    let link = response
         .headers()
         .get("link")
-        .map(|link| link.to_str().expect("text").to_string())
-        .map(|link| {
-            let inner = link
+        .map(|link| link.to_str().expect("text").to_string());
+    // `</events?Q1>; rel="next", </events?Q2>; rel="last"`, exactly.
+    let (next, last) = match &link {
+        None => (None, None),
+        Some(link) => {
+            let (next, last) = link
                 .strip_prefix("</events?")
-                .and_then(|rest| rest.strip_suffix(">; rel=\"next\""))
-                .unwrap_or_else(|| panic!("a next link: {link}"));
-            inner.to_string()
-        });
+                .and_then(|rest| rest.split_once(">; rel=\"next\", </events?"))
+                .and_then(|(next, rest)| Some((next, rest.strip_suffix(">; rel=\"last\"")?)))
+                .unwrap_or_else(|| panic!("a next and a last link: {link}"));
+            (Some(next.to_string()), Some(last.to_string()))
+        }
+    };
     let (status, body) = read(response);
-    EventPage { status, body, next }
+    EventPage {
+        status,
+        body,
+        next,
+        last,
+    }
 }
 
 /// A client following `next` from the first page.

@@ -73,13 +73,14 @@ function reviver(key, value, context) {
   return value;
 }
 
-/** `Link: <…>; rel="next"` → a same-origin path with its query, or null. */
-export function nextLink(headers) {
-  const link = headers.get('Link');
-  if (!link) return null;
-  for (const part of link.split(/,(?=\s*<)/)) {
+/** The `Link` target of relation `rel` (`next`, `last`) → a same-origin path with its query, or null. */
+export function link(headers, rel) {
+  const value = headers.get('Link');
+  if (!value) return null;
+  const wanted = new RegExp(`;\\s*rel\\s*=\\s*"?${rel}"?\\s*(;|$)`, 'i');
+  for (const part of value.split(/,(?=\s*<)/)) {
     const match = /^\s*<([^>]*)>(.*)$/.exec(part);
-    if (!match || !/;\s*rel\s*=\s*"?next"?\s*(;|$)/i.test(match[2])) continue;
+    if (!match || !wanted.test(match[2])) continue;
     try {
       const url = new URL(match[1], location.href);
       if (url.origin !== location.origin) return null;
@@ -156,7 +157,13 @@ export async function request(method, path, { body, headers = {}, retries } = {}
     }
     // 304 answers only a GET sent with If-None-Match (week.poll): no body, nothing changed.
     if (response.ok || response.status === 304) {
-      return { status: response.status, data, headers: response.headers, next: nextLink(response.headers) };
+      return {
+        status: response.status,
+        data,
+        headers: response.headers,
+        next: link(response.headers, 'next'),
+        last: link(response.headers, 'last'),
+      };
     }
     const retryAfter = retryAfterSeconds(response.headers);
     if (response.status === 429) pausedUntil = Math.max(pausedUntil, Date.now() + Math.min(retryAfter ?? 1, 30) * 1000);

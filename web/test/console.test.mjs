@@ -76,6 +76,32 @@ async function useKey(page, key, role) {
   check(true, `the console takes the ${role}'s key and shows the role`);
 }
 
+/// The API called by the test itself, as another client would: status and body.
+async function api(method, path, key, body, headers = {}) {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json", ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+/// A feed longer than the console's page of 500 events: 600 one-seat
+/// slots a year ahead (out of the weeks the test shows), in two batches.
+async function longFeed() {
+  const start = new Date();
+  start.setUTCFullYear(start.getUTCFullYear() + 1);
+  start.setUTCHours(0, 0, 0, 0);
+  for (let batch = 0; batch < 2; batch += 1) {
+    const slots = Array.from({ length: 300 }, (_, i) => {
+      const from = new Date(start.getTime() + (batch * 300 + i) * 3600_000);
+      return { starts_at: from.toISOString(), ends_at: new Date(from.getTime() + 3600_000).toISOString(), capacity: 1 };
+    });
+    const { status } = await api("POST", "/slots", adminKey, slots);
+    check(status === 201, `600 slots a year ahead: a feed of more than one page (batch ${batch + 1}: ${status})`);
+  }
+}
+
 /// A Content-Security-Policy as directive → its sources.
 function directives(header = "") {
   return Object.fromEntries(
@@ -177,7 +203,25 @@ async function console_(browser) {
   );
   check(headers["referrer-policy"] === "no-referrer", "... and Referrer-Policy: no-referrer");
   await screenshot(a, "console-no-key");
+  // The feed's head in one request, however long its history: the first
+  // page's `last` link is the second request, never a walk of `next`s.
+  await longFeed();
+  const feed = []; // the admin page's /events answers: { url, last, count }
+  a.on("response", async (r) => {
+    if (!r.url().startsWith(`${base}/events`)) return;
+    const link = r.headers()["link"] || "";
+    const last = /<([^>]*)>;\s*rel="last"/.exec(link);
+    const body = await r.json().catch(() => null);
+    feed.push({ url: r.url(), last: last && last[1], count: Array.isArray(body) ? body.length : -1 });
+  });
   await useKey(a, adminKey, "admin");
+  for (let waited = 0; feed.length < 2 && waited < 100; waited += 1) await a.waitForTimeout(100);
+  check(feed.length >= 2, `the console followed the feed (${feed.length} answers)`);
+  check(feed[0].count === 500 && feed[0].last, "its first page: 500 events of a longer feed, and a last link");
+  check(
+    feed[1].url === `${base}${feed[0].last}` && feed[1].count < 500,
+    `its second request is the feed's head, from the last link (${feed[1].url.replace(base, "")})`,
+  );
 
   // The admin: a batch of slots, two days from next Monday at 09:00 and
   // 13:00, an hour each, four seats.
@@ -254,6 +298,23 @@ async function console_(browser) {
   );
   check(true, `the page shows the API's message: "${body.message}"`);
   await screenshot(b, "booker-refused");
+
+  // Another client's confirm reaches the booker's week (its feed carries
+  // only its own holds' events: the week is re-read every few seconds).
+  const other = slots[1];
+  const otherHold = await api("POST", `/slots/${other.id}/hold`, adminKey, { quantity: 3 }, {
+    "Idempotency-Key": crypto.randomUUID(),
+  });
+  check(otherHold.status === 201, `another client holds 3 seats of a slot the booker sees (${otherHold.status})`);
+  const otherConfirm = await api("POST", `/holds/${otherHold.body.id}/confirm`, adminKey, {});
+  check(otherConfirm.status === 200, `... and confirms them (${otherConfirm.status})`);
+  await b.waitForFunction(
+    (id) => document.querySelector(`[data-slot-id="${id}"]`)?.dataset.confirmed === "3",
+    other.id,
+    { timeout: 15000 },
+  );
+  check(true, "the booker's week shows the other client's 3 confirmed seats within its refresh");
+  await screenshot(b, "booker-sees-others");
 
   // The admin's clients page: a new key, shown once.
   await a.click("#tab-clients");

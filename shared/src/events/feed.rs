@@ -54,11 +54,15 @@ fn as_string<S: serde::Serializer>(id: &u64, serializer: S) -> Result<S::Ok, S::
     serializer.collect_str(id)
 }
 
-/// A page and where the next one starts.
+/// A page, where the next one starts, and the feed's head.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
     pub events: Vec<Event>,
     pub next: EventCursor,
+    /// After every event numbered when the page was read: a reader that
+    /// wants only what happens from now on starts here, without walking
+    /// the feed (`Link: rel="last"`).
+    pub head: EventCursor,
 }
 
 /// The feed service. Cheap to clone; scope it to a request with
@@ -195,6 +199,9 @@ async fn read_page(
     Ok(Page {
         events,
         next: EventCursor { after: next },
+        head: EventCursor {
+            after: through.max(from),
+        },
     })
 }
 

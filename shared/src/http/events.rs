@@ -1,8 +1,9 @@
 //! `GET /events?after=&limit=` (SPEC §12): a page of the change feed and,
 //! always, the `Link` to the next one (the same cursor when nothing is
-//! new: poll it).
+//! new: poll it) and to the feed's head (`rel="last"`: from there, only
+//! what happens next, without walking the feed to find it).
 
-use super::{HandlerResult, caller, error_response, json, link_next};
+use super::{HandlerResult, caller, error_response, json, links};
 use crate::App;
 use crate::clients::Needs;
 use crate::error::{Error, FieldErrors, sent_name};
@@ -31,8 +32,9 @@ pub async fn list_events(app: &App, request: Request) -> HandlerResult {
     Ok(match outcome {
         Ok((page, limit)) => {
             let mut response = json(StatusCode::OK, &page.events);
-            let query = format!("after={}&limit={limit}", page.next.encode());
-            link_next(&request, &query, &mut response);
+            let next = format!("after={}&limit={limit}", page.next.encode());
+            let last = format!("after={}&limit={limit}", page.head.encode());
+            links(&request, &[(&next, "next"), (&last, "last")], &mut response);
             let headers = response.headers_mut();
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response

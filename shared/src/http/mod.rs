@@ -288,13 +288,24 @@ pub fn error_response(err: &Error) -> Response<Body> {
 /// parameters, written so that they need no escaping (cursors in URL-safe
 /// base64, instants in UTC).
 pub(super) fn link_next(request: &Request, query: &str, response: &mut Response<Body>) {
+    links(request, &[(query, "next")], response);
+}
+
+/// `Link` with one target per `(query, rel)`, in order, comma-separated
+/// (RFC 8288), each as [`link_next`] writes its one.
+pub(super) fn links(request: &Request, targets: &[(&str, &str)], response: &mut Response<Body>) {
     let raw = request.raw_http_path();
     let path = if raw.is_empty() {
         request.uri().path()
     } else {
         raw
     };
-    if let Ok(link) = HeaderValue::from_str(&format!("<{path}?{query}>; rel=\"next\"")) {
+    let value = targets
+        .iter()
+        .map(|(query, rel)| format!("<{path}?{query}>; rel=\"{rel}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Ok(link) = HeaderValue::from_str(&value) {
         response.headers_mut().insert(header::LINK, link);
     }
 }
