@@ -73,7 +73,13 @@ sweeper_pid=$!
 #    Stopped with the emulator instead, each would find its Runtime API
 #    gone (the function's ERROR "the Lambda runtime stopped"), or be
 #    killed by its watchexec (the emulator's ERROR "command killed").
-# 3. The watcher, which then has no instance left to lose.
+# 3. The watcher, which then has no instance left to lose: killed outright
+#    (SIGKILL), since it has nothing left to stop. Its own Ctrl-C handling
+#    (cargo-lambda 1.9.2, the latest) now and then panics in its runtime's
+#    shutdown ("A Tokio 1.x context was found, but it is being shutdown",
+#    tokio 1.53.1's timer): no shutdown of its, no panic. Should an instance
+#    outlive the wait, the watcher gets SIGINT instead, to stop it.
+stopped=false
 stop() {
     trap '' INT TERM
     kill "$sweeper_pid" 2>/dev/null || true
@@ -84,7 +90,12 @@ stop() {
         sleep 0.1
         waited=$((waited + 1))
     done
-    kill -INT "$watch" 2>/dev/null || true
+    stopped=true
+    if pgrep -P "$watch" >/dev/null; then
+        kill -INT "$watch" 2>/dev/null || true
+    else
+        kill -KILL "$watch" 2>/dev/null || true
+    fi
 }
 trap stop INT TERM
 # The watcher's status is make's: a server that dies is a failed `make dev`.
@@ -92,6 +103,8 @@ status=0
 wait "$watch" || status=$?
 # A trapped signal interrupts `wait`: wait for the watcher's own shutdown.
 if kill -0 "$watch" 2>/dev/null; then wait "$watch" || status=$?; fi
+# Stopped on request: a clean end, whatever signal ended the watcher.
+if [ "$stopped" = true ]; then status=0; fi
 kill "$sweeper_pid" 2>/dev/null || true
 wait "$sweeper_pid" 2>/dev/null || true
 exit "$status"

@@ -92,11 +92,10 @@ async fn make_dev_started_warmed_read_and_stopped_with_ctrl_c_logs_nothing_at_wa
         log.display(),
         loud.iter().take(8).copied().collect::<Vec<_>>().join("\n")
     );
-    // The emulator (cargo-lambda, built against tokio 1.53.1; our
-    // functions use the Cargo.lock's 1.54.1) now and then panics in its
-    // own runtime's shutdown at Ctrl-C ("A Tokio 1.x context was found,
-    // but it is being shutdown"): not a line of ours. Every other panic is.
-    let ours = |line: &&str| line.contains("panicked at") && !line.contains("/tokio-1.53.1/");
-    assert_eq!(output.lines().filter(ours).count(), 0, "{}", log.display());
+    // Not even the emulator's: it is killed once its instances have
+    // stopped (scripts/dev.sh), never left to run its own shutdown, which
+    // now and then panicked (cargo-lambda 1.9.2, tokio 1.53.1's timer).
+    let panics = output.lines().filter(|line| line.contains("panicked at"));
+    assert_eq!(panics.count(), 0, "{}", log.display());
     let _ = std::fs::remove_file(&keys);
 }
