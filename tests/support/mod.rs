@@ -27,6 +27,7 @@ pub mod smoke;
 pub mod told;
 pub mod traffic;
 pub mod watch;
+pub mod webhooks;
 
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;
