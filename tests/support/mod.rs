@@ -27,6 +27,7 @@ pub mod smoke;
 pub mod told;
 pub mod traffic;
 pub mod watch;
+pub mod webhooks;
 
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;
@@ -136,6 +137,7 @@ impl TestDb {
             // What Settings gives without CACHE_NAMESPACE: cache_keys().
             cache_namespace: self.name.clone(),
             cache_user: None,
+            webhooks: shared::config::WebhookRules::default(),
         }
     }
 

@@ -10,7 +10,7 @@ use tokio::process::{Child, Command};
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`), the scheduled `sweep` and the
 /// publisher, `events-publish` (built, never invoked: no bus runs locally).
-pub const DEV_FUNCTIONS: [&str; 26] = [
+pub const DEV_FUNCTIONS: [&str; 32] = [
     "availability",
     "hold",
     "confirm",
@@ -31,6 +31,12 @@ pub const DEV_FUNCTIONS: [&str; 26] = [
     "clients-list",
     "clients-revoke",
     "clients-update",
+    "webhooks-create",
+    "webhooks-list",
+    "webhooks-get",
+    "webhooks-update",
+    "webhooks-delete",
+    "webhooks-rotate",
     "console",
     "docs",
     "openapi",
@@ -38,6 +44,10 @@ pub const DEV_FUNCTIONS: [&str; 26] = [
     "sweep",
     "events-publish",
 ];
+
+/// `make dev`'s key sealing webhook secrets (scripts/dev.sh): a
+/// development key, for development databases.
+pub const DEV_WEBHOOK_SECRET_KEY: &str = "bWFrZS1kZXYgd2ViaG9vayBzZWFsIGtleSAoZGV2ISk=";
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -173,6 +183,10 @@ impl Watch {
             .env("DATABASE_URL", options.database_url)
             .env("REDIS_URL", options.redis_url)
             .env("AUTH_MODE", options.auth_mode)
+            // Webhooks as `make dev` has them (scripts/dev.sh).
+            .env("WEBHOOK_ALLOW_HTTP", "true")
+            .env("WEBHOOK_ALLOW_PRIVATE", "true")
+            .env("WEBHOOK_SECRET_KEY", DEV_WEBHOOK_SECRET_KEY)
             .env("RUST_LOG", "warn")
             // No `Finished`/`Running`/`Blocking` from each instance's
             // `cargo run`: cargo writes them in pieces, which the other

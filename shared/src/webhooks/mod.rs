@@ -1,0 +1,84 @@
+//! Webhooks (SPEC §20, §23.1–3, §23.11): a client's endpoints, which
+//! receive its feed's events signed as Standard Webhooks specifies.
+//!
+//! - [`secret`]: a subscription's signing secret, sealed at rest, and the
+//!   signature of a request.
+//! - [`address`]: what an endpoint's URL may be, and the addresses its
+//!   host may resolve to.
+//! - [`event_types`]: which events a subscription asks for.
+//! - [`subscription`]: the resource and its row; [`input`]: the bodies
+//!   that make and change one; [`store`]: the transactions that do;
+//!   [`page`]: listing them.
+//!
+//! Knows nothing of HTTP, like `clients`.
+
+pub mod address;
+pub mod event_types;
+pub mod input;
+pub mod page;
+pub mod secret;
+pub mod store;
+pub mod subscription;
+
+pub use address::{AddressError, Rules, UrlError, check_url, resolve_checked};
+pub use event_types::EventTypes;
+pub use input::{NewSubscription, SubscriptionPatch};
+pub use page::{WebhookCursor, WebhookPage};
+pub use secret::{SealKey, SecretError, WebhookSecret, signature_header};
+pub use subscription::{DisabledReason, Status, Subscription, WebhookId};
+
+use crate::error::Error;
+use sqlx::MySqlPool;
+
+/// The subscriptions service: the routes of `/webhooks`.
+#[derive(Clone, Debug)]
+pub struct Webhooks {
+    pub(crate) pool: MySqlPool,
+    pub(crate) rules: Rules,
+    /// `WEBHOOK_SECRET_KEY`; `None` in a function that was given none: it
+    /// may list and change subscriptions, not make or rotate a secret.
+    pub(crate) key: Option<SealKey>,
+}
+
+impl Webhooks {
+    pub fn new(pool: MySqlPool, rules: Rules) -> Self {
+        Self {
+            pool,
+            rules,
+            key: None,
+        }
+    }
+
+    pub fn with_key(self, key: Option<SealKey>) -> Self {
+        Self { key, ..self }
+    }
+
+    /// Whether it can seal a new secret (for the start-up line).
+    pub fn has_key(&self) -> bool {
+        self.key.is_some()
+    }
+
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// The key that seals a new secret; its absence is the deploy's fault,
+    /// a 500 whose log line names the variable.
+    pub(crate) fn key(&self) -> Result<&SealKey, Error> {
+        self.key.as_ref().ok_or_else(|| {
+            Error::Internal(sqlx::Error::Configuration(
+                format!(
+                    "{} is not set: no webhook secret can be sealed",
+                    secret::KEY_VARIABLE
+                )
+                .into(),
+            ))
+        })
+    }
+}
+
+impl From<SecretError> for Error {
+    fn from(err: SecretError) -> Self {
+        Error::Internal(sqlx::Error::Protocol(err.to_string()))
+    }
+}
