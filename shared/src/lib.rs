@@ -18,6 +18,7 @@ pub mod recent;
 pub mod secret;
 pub mod slots;
 pub mod telemetry;
+pub mod webhooks;
 
 pub use booking::Booking;
 use cache::{AvailabilityCache, CacheSettings};
