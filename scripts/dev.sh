@@ -13,6 +13,14 @@ port=$1
 concurrency=$2
 shift 2
 
+# Webhooks (SPEC §20) under `make dev` only: endpoints over plain http and
+# on this machine's or the LAN's addresses (the template refuses both), and
+# a fixed key sealing their secrets at rest: a development key, public by
+# being here, for a development database. Each may be overridden.
+export WEBHOOK_ALLOW_HTTP="${WEBHOOK_ALLOW_HTTP:-true}"
+export WEBHOOK_ALLOW_PRIVATE="${WEBHOOK_ALLOW_PRIVATE:-true}"
+export WEBHOOK_SECRET_KEY="${WEBHOOK_SECRET_KEY:-bWFrZS1kZXYgd2ViaG9vayBzZWFsIGtleSAoZGV2ISk=}"
+
 # No `--timeout`: cargo-lambda 1.9.2 wraps its whole app, the Lambda Runtime
 # API included, in that time-out, so an idle instance's long-poll for its
 # next event is answered 408 without a request id and lambda_runtime 1.5.0

@@ -80,6 +80,7 @@ async fn envs(bench: &Bench, url: &str) -> Result<Vec<App>, String> {
             access: Default::default(),
             cache_namespace: bench.name.clone(),
             cache_user: None,
+            webhooks: shared::config::WebhookRules::default(),
         })
         .map_err(|e| e.to_string())?;
         sqlx::query("SELECT 1")

@@ -264,6 +264,7 @@ impl Bench {
                 access: Default::default(),
                 cache_namespace: self.name.clone(),
                 cache_user: None,
+                webhooks: shared::config::WebhookRules::default(),
             };
             let app = App::new(config).map_err(|e| e.to_string())?;
             let pool = app.booking.pool().clone();

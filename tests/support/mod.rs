@@ -136,6 +136,7 @@ impl TestDb {
             // What Settings gives without CACHE_NAMESPACE: cache_keys().
             cache_namespace: self.name.clone(),
             cache_user: None,
+            webhooks: shared::config::WebhookRules::default(),
         }
     }
 

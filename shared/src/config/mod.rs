@@ -40,6 +40,10 @@
 //! database's name in every cache key: `<namespace>:<database>`; unset, the
 //! database's name alone.
 //!
+//! `WEBHOOK_ALLOW_HTTP`, `WEBHOOK_ALLOW_PRIVATE` and
+//! `WEBHOOK_MAX_PER_CLIENT` are [`WebhookRules`]; `WEBHOOK_SECRET_KEY` is
+//! read apart (`webhooks::SealKey`), since a `Config` holds no secret.
+//!
 //! `EVENT_BUS_NAME` is the feed's bus ([`PublisherSettings`], read by
 //! `events-publish` beside these, and by the functions that change holds
 //! or slots for their trigger after a change: [`trigger_bus`]). Set for
@@ -55,6 +59,7 @@ mod resolve;
 mod settings;
 #[cfg(test)]
 mod tests;
+mod webhooks;
 
 pub use crate::secret::Secret;
 pub use error::{ConfigError, redact_url};
@@ -63,6 +68,7 @@ pub use publisher::{PublisherSettings, trigger_bus};
 pub use resolve::Resolved;
 pub use settings::{CacheSource, CacheUser, DatabaseSource, ProxyDatabase, Settings};
 use std::time::Duration;
+pub use webhooks::{DEFAULT_WEBHOOK_MAX_PER_CLIENT, WebhookRules};
 
 pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/slot_booking";
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -90,6 +96,9 @@ pub struct Config {
     /// The cache user (`CACHE_USER`) when the cache is reached as one; its
     /// password travels separately, like the database's.
     pub cache_user: Option<String>,
+    /// What a webhook's endpoint may be, and how many a client has (SPEC
+    /// §20).
+    pub webhooks: WebhookRules,
 }
 
 /// Who may call the API, how fast and how much it may hold (SPEC §8,

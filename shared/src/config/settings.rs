@@ -5,7 +5,7 @@ use super::error::{ConfigError, redact_url};
 use super::{
     Access, AuthMode, Config, DEFAULT_CLIENT_MAX_HELD_SEATS, DEFAULT_DATABASE_URL, DEFAULT_DB_PORT,
     DEFAULT_RATE_LIMIT_PER_SECOND, DEFAULT_REDIS_URL, HoldRules, MAX_HELD_SEATS,
-    MAX_RATE_LIMIT_PER_SECOND, database_in_url,
+    MAX_RATE_LIMIT_PER_SECOND, WebhookRules, database_in_url,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use std::time::Duration;
@@ -24,6 +24,7 @@ pub struct Settings {
     /// `CACHE_USER` and `CACHE_SECRET_ARN`: the access-controlled user the
     /// cache is reached as; `None`: no `AUTH` (local Redis).
     pub cache_user: Option<CacheUser>,
+    pub webhooks: WebhookRules,
 }
 
 /// The cache's user; its password is in Secrets Manager (JSON with
@@ -179,6 +180,7 @@ impl Settings {
             },
             cache_namespace,
             cache_user,
+            webhooks: WebhookRules::from_lookup(&lookup)?,
         })
     }
 
@@ -220,6 +222,7 @@ impl Settings {
             access: self.access,
             cache_namespace: self.cache_namespace,
             cache_user,
+            webhooks: self.webhooks,
         }
     }
 
