@@ -19,6 +19,7 @@ pub mod private_mariadb;
 pub mod private_redis;
 pub mod private_server;
 pub mod proxy;
+pub mod receiver;
 pub mod runtime_api;
 pub mod scenarios;
 pub mod seats;
@@ -27,6 +28,7 @@ pub mod smoke;
 pub mod told;
 pub mod traffic;
 pub mod watch;
+pub mod webhooks;
 
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;

@@ -22,7 +22,7 @@ use super::subject::{TypeFilter, subject};
 use crate::clients::{Caller, Role};
 use crate::domain::ClientId;
 use crate::error::Error;
-use crate::events::{EventCursor, page_in};
+use crate::events::{EventCursor, page_in, sequence};
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, MySqlConnection, MySqlPool, QueryBuilder};
 use std::collections::HashSet;
@@ -77,6 +77,9 @@ pub async fn dispatch(
     batch: u32,
 ) -> Result<(DispatchReport, u64), Error> {
     let mut conn = pool.acquire().await?;
+    // What has committed gets its place in the feed first (unless another
+    // sequencer is at it), so that this pass sees it.
+    sequence(&mut conn).await?;
     let ids: Vec<u64> = sqlx::query_scalar(DISPATCH_PICK)
         .bind(after)
         .bind(batch)
