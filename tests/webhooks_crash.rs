@@ -170,3 +170,60 @@ async fn a_name_that_resolves_to_loopback_is_refused_unless_private_addresses_ar
     );
     drive_until(&allowed, 20, || async { !receiver.received().is_empty() }).await;
 }
+
+#[tokio::test]
+async fn retention_waits_for_the_dispatcher_and_a_delivery_whose_event_it_deleted_ends_expired() {
+    let db = TestDb::new().await;
+    let app = keyed(&db);
+    let admin = db.client("admin", Role::Admin, None).await;
+    let receiver = Receiver::answering(200).await;
+    let (sub, _) = subscribe(&db, &admin, &receiver.url(), None).await;
+    sqlx::query("UPDATE webhook_subscriptions SET status = 'disabled' WHERE id = ?")
+        .bind(sub)
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    slot(&app, &admin, 8, 5).await;
+    // Every event is past a retention that ends tomorrow.
+    let purge = || async {
+        let mut conn = db.admin.acquire().await.unwrap();
+        shared::events::sequence(&mut conn).await.unwrap();
+        let cutoff = chrono::Utc::now() + chrono::Duration::days(1);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        shared::events::purge(&mut conn, cutoff, shared::events::Unsent::Purge, deadline)
+            .await
+            .unwrap()
+    };
+    let kept = purge().await;
+    assert_eq!(
+        (kept.deleted, kept.waiting_for_publisher),
+        (0, true),
+        "not dispatched yet: kept"
+    );
+    let deliverer = deliverer(&db, quick(), dev_rules());
+    deliverer.dispatch(&mut Cursors::default()).await.unwrap();
+    assert_eq!(purge().await.deleted, 1, "its delivery is written: deleted");
+    sqlx::query("UPDATE webhook_subscriptions SET status = 'enabled' WHERE id = ?")
+        .bind(sub)
+        .execute(&db.admin)
+        .await
+        .unwrap();
+    drive_until(&deliverer, 20, || async {
+        deliveries(&db, sub)
+            .await
+            .first()
+            .is_some_and(|d| d.1 == "failed")
+    })
+    .await;
+    assert_eq!(
+        deliveries(&db, sub).await,
+        vec![(
+            "slot.created".into(),
+            "failed".into(),
+            0,
+            None,
+            Some("expired".into())
+        )]
+    );
+    assert!(receiver.received().is_empty());
+}
