@@ -9,8 +9,9 @@ use tokio::process::{Child, Command};
 
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`), the scheduled `sweep` and the
-/// publisher, `events-publish` (built, never invoked: no bus runs locally).
-pub const DEV_FUNCTIONS: [&str; 26] = [
+/// publisher, `events-publish` (built, never invoked: no bus runs locally),
+/// and the webhooks' delivery engine, `webhooks-deliver`.
+pub const DEV_FUNCTIONS: [&str; 27] = [
     "availability",
     "hold",
     "confirm",
@@ -37,6 +38,7 @@ pub const DEV_FUNCTIONS: [&str; 26] = [
     "not-found",
     "sweep",
     "events-publish",
+    "webhooks-deliver",
 ];
 
 pub fn workspace_root() -> PathBuf {
