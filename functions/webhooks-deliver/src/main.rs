@@ -12,7 +12,7 @@
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::{Value, json};
-use shared::telemetry;
+use shared::telemetry::{self, Metric};
 use shared::webhooks::{Deliverer, DeliverySettings, SealKey};
 use std::time::{Duration, SystemTime};
 
@@ -71,5 +71,9 @@ async fn rounds(deliverer: &Deliverer, deadline: SystemTime) -> Result<Value, Er
         }
     };
     tracing::info!(?report, "webhook rounds done");
+    // Zeros included: a heartbeat, as the sweeper's.
+    telemetry::count(Metric::WebhookDelivered, report.delivered);
+    telemetry::count(Metric::WebhookFailedAttempts, report.failed_attempts);
+    telemetry::count(Metric::WebhookLagMs, report.max_lag_ms);
     Ok(json!(report))
 }
