@@ -117,6 +117,9 @@ pub enum Error {
     /// Changing a revoked client's limits (SPEC §16).
     #[error("client {0} is revoked")]
     ClientRevoked(ClientId),
+    /// The client has `WEBHOOK_MAX_PER_CLIENT` subscriptions (SPEC §20).
+    #[error("the client has its {limit} webhooks")]
+    WebhookLimitReached { limit: u32 },
     /// A feed cursor older than the event retention: events after it are
     /// gone (SPEC §12).
     #[error("the cursor is older than the event retention")]
@@ -171,6 +174,7 @@ impl Error {
             Self::NameTaken(_) => "name_taken",
             Self::LastAdmin(_) => "last_admin",
             Self::ClientRevoked(_) => "client_revoked",
+            Self::WebhookLimitReached { .. } => "webhook_limit_reached",
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::CursorExpired => "cursor_expired",
             Self::Unavailable(_) | Self::OutcomeUnknown(_) => "service_unavailable",
@@ -200,7 +204,8 @@ impl Error {
             | Self::SlotHasBookings { .. }
             | Self::NameTaken(_)
             | Self::LastAdmin(_)
-            | Self::ClientRevoked(_) => 409,
+            | Self::ClientRevoked(_)
+            | Self::WebhookLimitReached { .. } => 409,
             Self::Unauthenticated(_) => 401,
             Self::Forbidden | Self::BuiltInClient(_) => 403,
             Self::RateLimited { .. } => 429,
@@ -282,6 +287,9 @@ impl Error {
             }
             Self::ClientRevoked(id) => {
                 format!("Client {id} is revoked; its limits can no longer be changed.")
+            }
+            Self::WebhookLimitReached { limit } => {
+                format!("This client has {limit} webhooks, the most it may have; delete one first.")
             }
             Self::NameTaken(name) => format!("A client named {name:?} already exists."),
             Self::LastAdmin(id) => format!(

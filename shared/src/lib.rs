@@ -43,6 +43,9 @@ pub struct App {
     /// Nudges the publisher after a change (`EVENT_BUS_NAME` set); `None`:
     /// the schedule alone runs it.
     pub publish_trigger: Option<events::PublishTrigger>,
+    /// Webhooks' subscriptions (SPEC §20); sealing a secret needs its key
+    /// (`WEBHOOK_SECRET_KEY`, read by [`App::from_env`]).
+    pub webhooks: webhooks::Webhooks,
     /// The AWS SDK configuration the cold start loaded (its look-ups, or
     /// the trigger's client), kept so that nothing loads it twice.
     sdk: Option<aws_config::SdkConfig>,
@@ -122,6 +125,7 @@ impl App {
                 .with_scan(config.holds.availability_scan)
                 .with_hold_ttl(config.hold_ttl),
             feed: events::Feed::new(pool.clone()),
+            webhooks: webhooks::Webhooks::new(pool.clone(), config.webhooks),
             publish_trigger: None,
             sdk: None,
             clients: ClientAdmin::new(pool).with_booking(booking.cache().cloned(), config.hold_ttl),
@@ -142,6 +146,20 @@ impl App {
             resolved.cache_password.as_ref(),
         )?;
         app.sdk = resolved.sdk;
+        let mut key = webhooks::SealKey::from_lookup(|key| std::env::var(key).ok())
+            .map_err(|err| StartupError(err.to_string()))?;
+        let arn = std::env::var(webhooks::secret::KEY_ARN_VARIABLE).unwrap_or_default();
+        if key.is_none() && !arn.is_empty() {
+            let text = aws::secret_string(&app.sdk_config().await, &arn)
+                .await
+                .map_err(|err| StartupError(err.to_string()))?;
+            key = Some(
+                webhooks::SealKey::from_base64(text.expose()).ok_or_else(|| {
+                    StartupError(format!("the webhook key secret {arn} is not a 32-byte key"))
+                })?,
+            );
+        }
+        app.webhooks = app.webhooks.with_key(key);
         if let Some(bus) = config::trigger_bus(|key| std::env::var(key).ok()) {
             let client = aws_sdk_eventbridge::Client::new(&app.sdk_config().await);
             app.publish_trigger = Some(events::PublishTrigger::new(client, &bus));
@@ -158,6 +176,8 @@ impl App {
             hold_retention_days = app.config.holds.retention.as_secs() / 86_400,
             events_kept_until_published = app.config.holds.events_published,
             publish_trigger = ?app.publish_trigger,
+            webhooks = ?app.config.webhooks,
+            webhook_key = app.webhooks.has_key(),
             "configuration ready"
         );
         Ok(app)

@@ -11,7 +11,7 @@ use tokio::process::{Child, Command};
 /// `$default` route (`not-found`), the scheduled `sweep` and the
 /// publisher, `events-publish` (built, never invoked: no bus runs locally),
 /// and the webhooks' delivery engine, `webhooks-deliver`.
-pub const DEV_FUNCTIONS: [&str; 27] = [
+pub const DEV_FUNCTIONS: [&str; 33] = [
     "availability",
     "hold",
     "confirm",
@@ -32,6 +32,12 @@ pub const DEV_FUNCTIONS: [&str; 27] = [
     "clients-list",
     "clients-revoke",
     "clients-update",
+    "webhooks-create",
+    "webhooks-list",
+    "webhooks-get",
+    "webhooks-update",
+    "webhooks-delete",
+    "webhooks-rotate",
     "console",
     "docs",
     "openapi",
@@ -40,6 +46,10 @@ pub const DEV_FUNCTIONS: [&str; 27] = [
     "events-publish",
     "webhooks-deliver",
 ];
+
+/// `make dev`'s key sealing webhook secrets (scripts/dev.sh): a
+/// development key, for development databases.
+pub const DEV_WEBHOOK_SECRET_KEY: &str = "bWFrZS1kZXYgd2ViaG9vayBzZWFsIGtleSAoZGV2ISk=";
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -175,6 +185,10 @@ impl Watch {
             .env("DATABASE_URL", options.database_url)
             .env("REDIS_URL", options.redis_url)
             .env("AUTH_MODE", options.auth_mode)
+            // Webhooks as `make dev` has them (scripts/dev.sh).
+            .env("WEBHOOK_ALLOW_HTTP", "true")
+            .env("WEBHOOK_ALLOW_PRIVATE", "true")
+            .env("WEBHOOK_SECRET_KEY", DEV_WEBHOOK_SECRET_KEY)
             .env("RUST_LOG", "warn")
             // No `Finished`/`Running`/`Blocking` from each instance's
             // `cargo run`: cargo writes them in pieces, which the other

@@ -13,7 +13,7 @@
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::{Value, json};
 use shared::telemetry::{self, Metric};
-use shared::webhooks::{Deliverer, DeliverySettings, SealKey};
+use shared::webhooks::{Deliverer, DeliverySettings};
 use std::time::{Duration, SystemTime};
 
 const PAUSE: Duration = Duration::from_secs(1);
@@ -28,14 +28,12 @@ const CONNECTIONS: u32 = 4;
 async fn main() -> Result<(), Error> {
     let app = shared::App::from_env_or_exit().await;
     telemetry::exit_quietly_on_sigterm();
-    let lookup = |key: &str| std::env::var(key).ok();
-    let (settings, key) = match (
-        DeliverySettings::from_lookup(lookup),
-        SealKey::from_lookup(lookup),
-    ) {
-        (Ok(settings), Ok(Some(key))) => (settings, key),
-        (Err(err), _) | (_, Err(err)) => refuse(&err.to_string()),
-        (_, Ok(None)) => refuse("WEBHOOK_SECRET_KEY is not set: no secret can be opened"),
+    // The key the cold start read (WEBHOOK_SECRET_KEY, or on AWS the
+    // secret WEBHOOK_SECRET_KEY_ARN names).
+    let (settings, key) = match (DeliverySettings::from_env(), app.webhooks.seal_key()) {
+        (Ok(settings), Some(key)) => (settings, key.clone()),
+        (Err(err), _) => refuse(&err.to_string()),
+        (_, None) => refuse("WEBHOOK_SECRET_KEY is not set: no secret can be opened"),
     };
     let options = (*app.booking.pool().connect_options()).clone();
     let pool = sqlx::mysql::MySqlPoolOptions::new()

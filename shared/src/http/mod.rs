@@ -15,6 +15,7 @@ mod serve;
 mod slot_admin;
 mod slots;
 mod waitlist;
+mod webhooks;
 
 pub use availability::availability;
 pub use clients::{create_client, list_clients, patch_client, revoke_client};
@@ -27,6 +28,10 @@ pub use serve::{Handler, PlainHandler, serve, serve_without_app};
 pub use slot_admin::{create_slots, delete_slot, get_slot, update_slot};
 pub use slots::hold;
 pub use waitlist::{get_entry, join_waitlist, leave_waitlist};
+pub use webhooks::{
+    create_webhook, delete_webhook, get_webhook, list_webhooks, patch_webhook,
+    rotate_webhook_secret,
+};
 
 use crate::App;
 use crate::booking::Booking;

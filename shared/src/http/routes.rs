@@ -6,7 +6,7 @@
 
 /// Every path the API serves (a `{…}` segment stands for one non-empty
 /// segment) and its methods.
-pub const ROUTES: [(&str, &[&str]); 19] = [
+pub const ROUTES: [(&str, &[&str]); 22] = [
     ("/slots/availability", &["GET"]),
     ("/slots", &["POST"]),
     ("/slots/{id}", &["GET", "PATCH", "DELETE"]),
@@ -21,6 +21,9 @@ pub const ROUTES: [(&str, &[&str]); 19] = [
     ("/events", &["GET"]),
     ("/clients", &["GET", "POST"]),
     ("/clients/{id}", &["PATCH", "DELETE"]),
+    ("/webhooks", &["GET", "POST"]),
+    ("/webhooks/{id}", &["GET", "PATCH", "DELETE"]),
+    ("/webhooks/{id}/secret", &["POST"]),
     ("/console", &["GET"]),
     ("/console/{name}", &["GET"]),
     ("/docs", &["GET"]),

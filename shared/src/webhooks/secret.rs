@@ -100,6 +100,9 @@ impl fmt::Debug for SealKey {
 }
 
 pub const KEY_VARIABLE: &str = "WEBHOOK_SECRET_KEY";
+/// On AWS: the Secrets Manager secret that holds the key, read at cold
+/// start when [`KEY_VARIABLE`] is not set.
+pub const KEY_ARN_VARIABLE: &str = "WEBHOOK_SECRET_KEY_ARN";
 
 /// A sealed secret's layout: version, nonce, ciphertext, tag.
 const SEALED_VERSION: u8 = 1;
@@ -124,19 +127,24 @@ impl SealKey {
                     key: KEY_VARIABLE,
                     // Never the value: it is the key, however malformed.
                     value: Some("***".into()),
-                    expected: "standard base64 of 32 bytes (e.g. `openssl rand -base64 32`)",
+                    expected: "32 bytes in standard base64 (`openssl rand -base64 32`) or 64 hex digits",
                 }),
         }
     }
 
-    /// Standard base64 of exactly 32 bytes (padded or not); `None`
-    /// otherwise.
+    /// Standard base64 of exactly 32 bytes (padded or not), or their 64
+    /// hex digits (what Secrets Manager generates for the template:
+    /// `WEBHOOK_SECRET_KEY_ARN`); `None` otherwise.
     pub fn from_base64(text: &str) -> Option<Self> {
         let text = text.trim();
-        let bytes = STANDARD
-            .decode(text)
-            .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(text))
-            .ok()?;
+        let bytes = if text.len() == 64 {
+            hex::decode(text).ok()?
+        } else {
+            STANDARD
+                .decode(text)
+                .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(text))
+                .ok()?
+        };
         Some(Self(bytes.try_into().ok()?))
     }
 

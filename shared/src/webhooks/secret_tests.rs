@@ -92,6 +92,13 @@ fn a_seal_key_is_base64_of_exactly_32_bytes() {
     let text = STANDARD.encode([9u8; 32]);
     assert!(SealKey::from_base64(&text).is_some());
     assert!(SealKey::from_base64(text.trim_end_matches('=')).is_some());
+    let hex = "09".repeat(32);
+    assert_eq!(
+        SealKey::from_base64(&hex).unwrap().0,
+        [9u8; 32],
+        "64 hex digits"
+    );
+    assert!(SealKey::from_base64(&"0g".repeat(32)).is_none());
     for bad in [
         String::new(),
         STANDARD.encode([9u8; 31]),
