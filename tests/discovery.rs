@@ -418,6 +418,7 @@ fn settings(database: DatabaseSource, cache: CacheSource) -> Settings {
         access: Default::default(),
         cache_namespace: "slot_booking".into(),
         cache_user: None,
+        webhooks: Default::default(),
     }
 }
 
