@@ -10,6 +10,7 @@
 use super::claim::{Claimed, claim};
 use super::dispatch::{DispatchReport, dispatch};
 use super::prepare::{NotSent, prepare};
+use super::prune::prune;
 use super::record::{Recorded, record};
 use super::send::{Answer, send};
 use super::settings::DeliverySettings;
@@ -41,6 +42,8 @@ pub struct RunReport {
     pub failed_attempts: u64,
     /// Deliveries failed for good.
     pub failed: u64,
+    /// Ended deliveries deleted with their events (SPEC §23.3).
+    pub pruned: u64,
     /// The largest time from an event to its delivery in this run, ms.
     pub max_lag_ms: u64,
 }
@@ -70,6 +73,7 @@ pub struct Attempted {
 pub struct Cursors {
     dispatch: u64,
     work: u64,
+    prune: u64,
 }
 
 impl Deliverer {
@@ -93,6 +97,14 @@ impl Deliverer {
         let (report, last) = dispatch(&self.inner.pool, cursors.dispatch, ROUND_BATCH).await?;
         cursors.dispatch = last;
         Ok(report)
+    }
+
+    /// Deletes a batch of subscriptions' ended deliveries whose events the
+    /// feed no longer keeps.
+    pub async fn prune(&self, cursors: &mut Cursors) -> Result<u64, Error> {
+        let (deleted, next) = prune(&self.inner.pool, cursors.prune, ROUND_BATCH).await?;
+        cursors.prune = next;
+        Ok(deleted)
     }
 
     /// Claims a batch of subscriptions' due heads.
@@ -200,6 +212,8 @@ impl Deliverer {
         let mut attempts = JoinSet::new();
         let last_claim = deadline.checked_sub(self.inner.settings.lease());
         let outcome = async {
+            // Once a run: retention moves once a minute at most.
+            report.pruned = self.prune(&mut cursors).await?;
             loop {
                 self.round(&mut cursors, &mut attempts, &mut report).await?;
                 while let Some(done) = attempts.try_join_next() {

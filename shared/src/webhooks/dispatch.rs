@@ -18,7 +18,8 @@
 //! so the subject has a pending delivery iff its latest one is pending:
 //! one index look-up ([`SUBJECT_LATEST`]).
 
-use super::subject::{TypeFilter, subject};
+use super::event_types::EventTypes;
+use super::subject::subject;
 use crate::clients::{Caller, Role};
 use crate::domain::ClientId;
 use crate::error::Error;
@@ -156,17 +157,20 @@ pub async fn dispatch_one(
         }
         Err(err) => return Err(err),
     };
-    let filter = TypeFilter::from_column(event_types.as_deref());
+    // NULL: every type; a list the API did not write matches nothing (a
+    // delivery nobody asked for is worse than one missed from a row
+    // written by hand).
+    let filter: Option<Option<EventTypes>> = event_types.as_deref().map(EventTypes::from_column);
+    let wanted = |kind: &str| match &filter {
+        None => true,
+        Some(types) => types.as_ref().is_some_and(|types| types.matches(kind)),
+    };
     let now: DateTime<Utc> = sqlx::query_scalar(NOW).fetch_one(&mut *tx).await?;
     // 3. A delivery per wanted event; a subject's first pending one is its
     //    head (due now), the ones behind it wait (NULL).
     let mut pending_subjects: HashSet<String> = HashSet::new();
     let mut rows = Vec::new();
-    for event in page
-        .events
-        .iter()
-        .filter(|event| filter.matches(&event.kind))
-    {
+    for event in page.events.iter().filter(|event| wanted(&event.kind)) {
         let subject = subject(event);
         let behind = if pending_subjects.contains(&subject) {
             true

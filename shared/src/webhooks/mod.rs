@@ -13,7 +13,8 @@
 //!   protocol"): [`dispatch`] turns the feed into deliveries, [`claim`]
 //!   leases due heads, [`prepare`] signs a request, [`send`] sends it,
 //!   [`record`] records the answer; [`deliver`] runs them in rounds, by
-//!   [`settings`]; [`subject`] says what an event is about.
+//!   [`settings`]; [`subject`] says what an event is about; [`prune`]
+//!   deletes ended deliveries whose events the feed no longer keeps.
 //!
 //! Knows nothing of HTTP, like `clients`.
 
@@ -25,6 +26,7 @@ pub mod event_types;
 pub mod input;
 pub mod page;
 pub mod prepare;
+pub mod prune;
 pub mod record;
 pub mod secret;
 pub mod send;

@@ -1,4 +1,5 @@
-//! What an event is about, and whether a subscription wants it (SPEC §20).
+//! What an event is about (SPEC §20): the subject its delivery is ordered
+//! within.
 
 use crate::events::Event;
 
@@ -21,35 +22,6 @@ pub fn subject(event: &Event) -> String {
         serde_json::Value::Number(id) => format!("{prefix}:{id}"),
         serde_json::Value::String(id) => format!("{prefix}:{id}"),
         _ => format!("event:{}", event.id),
-    }
-}
-
-/// A subscription's `event_types`: `None` (NULL) every type; else exact
-/// types and `prefix.*` patterns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TypeFilter(Option<Vec<String>>);
-
-impl TypeFilter {
-    /// From the column (a JSON list). A list that does not parse matches
-    /// nothing: the API checks what it stores, and a delivery nobody asked
-    /// for is worse than one missed from a row written by hand.
-    pub fn from_column(column: Option<&str>) -> Self {
-        match column {
-            None => Self(None),
-            Some(raw) => Self(Some(serde_json::from_str(raw).unwrap_or_default())),
-        }
-    }
-
-    pub fn matches(&self, kind: &str) -> bool {
-        let Some(patterns) = &self.0 else {
-            return true;
-        };
-        patterns
-            .iter()
-            .any(|pattern| match pattern.strip_suffix('*') {
-                Some(prefix) if prefix.ends_with('.') => kind.starts_with(prefix),
-                _ => pattern == kind,
-            })
     }
 }
 
@@ -83,16 +55,5 @@ mod tests {
             "basket:9"
         );
         assert_eq!(subject(&event("other.thing", json!({"id": 1}))), "event:99");
-    }
-
-    #[test]
-    fn types_and_prefixes_match_and_null_matches_all() {
-        assert!(TypeFilter::from_column(None).matches("slot.created"));
-        let filter = TypeFilter::from_column(Some(r#"["hold.*","slot.deleted"]"#));
-        assert!(filter.matches("hold.created"));
-        assert!(filter.matches("slot.deleted"));
-        assert!(!filter.matches("slot.created"));
-        assert!(!filter.matches("holding.x"));
-        assert!(!TypeFilter::from_column(Some("nonsense")).matches("hold.created"));
     }
 }
