@@ -226,4 +226,8 @@ async fn retention_waits_for_the_dispatcher_and_a_delivery_whose_event_it_delete
         )]
     );
     assert!(receiver.received().is_empty());
+    // Ended, and its event gone from the feed: the row goes too (SPEC
+    // §23.3).
+    assert_eq!(deliverer.prune(&mut Cursors::default()).await.unwrap(), 1);
+    assert!(deliveries(&db, sub).await.is_empty());
 }
