@@ -11,9 +11,11 @@ use shared::webhooks::{Deliverer, DeliverySettings, SealKey, WebhookSecret};
 use shared::{App, http};
 use std::time::Duration;
 
-/// The key every test seals secrets with.
+/// The key every test seals secrets with, as `WEBHOOK_SECRET_KEY`.
+pub const SEAL_KEY_BASE64: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
 pub fn seal_key() -> SealKey {
-    SealKey::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").expect("a key")
+    SealKey::from_base64(SEAL_KEY_BASE64).expect("a key")
 }
 
 /// Short times: a 500 ms timeout, a 300 ms lease margin, retries after
