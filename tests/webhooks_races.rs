@@ -6,7 +6,7 @@ use shared::config::{AuthMode, HoldRules};
 use shared::webhooks::WebhookSecret;
 use shared::webhooks::deliver::Cursors;
 use slot_booking_tests::receiver::Receiver;
-use slot_booking_tests::webhooks::*;
+use slot_booking_tests::delivery::*;
 use slot_booking_tests::*;
 use standardwebhooks::Webhook;
 use std::collections::HashSet;

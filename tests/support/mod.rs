@@ -28,7 +28,7 @@ pub mod smoke;
 pub mod told;
 pub mod traffic;
 pub mod watch;
-pub mod webhooks;
+pub mod delivery;
 
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;
