@@ -6,6 +6,7 @@ pub mod answers;
 pub mod caps;
 pub mod counters;
 pub mod db_users;
+pub mod delivery;
 pub mod dev;
 pub mod events;
 pub mod history;
@@ -28,7 +29,7 @@ pub mod smoke;
 pub mod told;
 pub mod traffic;
 pub mod watch;
-pub mod delivery;
+pub mod webhooks;
 
 use lambda_http::{Body, Request, Response};
 use serde_json::Value;

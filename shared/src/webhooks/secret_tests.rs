@@ -125,3 +125,22 @@ fn no_secret_or_key_shows_in_debug_or_an_error() {
     assert!(!printed.contains(&key_text), "{printed}");
     assert!(printed.contains("WebhookSecret(***)") && printed.contains("SealKey(***)"));
 }
+
+#[test]
+fn the_key_is_read_from_its_variable_and_a_bad_one_is_refused_without_being_echoed() {
+    let with = |value: Option<&str>| {
+        let value = value.map(str::to_string);
+        SealKey::from_lookup(move |name| {
+            assert_eq!(name, KEY_VARIABLE);
+            value.clone()
+        })
+    };
+    assert!(with(None).unwrap().is_none(), "unset: no key");
+    assert!(with(Some("  ")).unwrap().is_none(), "empty: no key");
+    let good = STANDARD.encode([1u8; 32]);
+    assert!(with(Some(&good)).unwrap().is_some());
+    let bad = "c2hvcnQ=";
+    let err = with(Some(bad)).unwrap_err();
+    assert_eq!(err.key, KEY_VARIABLE);
+    assert!(!err.to_string().contains(bad), "{err}");
+}

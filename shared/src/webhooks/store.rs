@@ -73,7 +73,7 @@ impl Webhooks {
         new: &NewSubscription,
         deadline: Instant,
     ) -> Result<Subscription, Error> {
-        self.reachable(&new.url).await?;
+        self.reachable(&new.url, deadline).await?;
         let secret = WebhookSecret::generate()?;
         let sealed = self.key()?.seal(&secret)?;
         let limit = self.rules.max_per_client;
@@ -107,7 +107,7 @@ impl Webhooks {
         deadline: Instant,
     ) -> Result<Subscription, Error> {
         if let Some(url) = &patch.url {
-            self.reachable(url).await?;
+            self.reachable(url, deadline).await?;
         }
         let mut sent = false;
         db::transact!(&self.pool, "webhook patch", deadline, |conn| {
@@ -166,10 +166,12 @@ impl Webhooks {
     }
 
     /// The URL's host resolves to addresses webhooks may reach, or 422
-    /// `url` (SPEC §20: refused at registration too).
-    async fn reachable(&self, url: &Url) -> Result<(), Error> {
-        resolve_checked(url, &self.rules)
+    /// `url` (SPEC §20: refused at registration too). A look-up still
+    /// running at the request's deadline is one that did not resolve.
+    async fn reachable(&self, url: &Url, deadline: Instant) -> Result<(), Error> {
+        tokio::time::timeout_at(deadline, resolve_checked(url, &self.rules))
             .await
+            .unwrap_or_else(|_| Err(AddressError::Unresolved("timed out".into())))
             .map(drop)
             .map_err(|err| {
                 let message = match err {
