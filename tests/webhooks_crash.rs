@@ -5,8 +5,8 @@
 use shared::clients::Role;
 use shared::config::{AuthMode, HoldRules, WebhookRules};
 use shared::webhooks::deliver::Cursors;
-use slot_booking_tests::receiver::{Receiver, Reply};
 use slot_booking_tests::delivery::*;
+use slot_booking_tests::receiver::{Receiver, Reply};
 use slot_booking_tests::*;
 use std::time::Duration;
 

@@ -6,9 +6,9 @@
 
 use shared::clients::Role;
 use shared::config::{AuthMode, HoldRules};
+use slot_booking_tests::delivery::*;
 use slot_booking_tests::events::Follower;
 use slot_booking_tests::receiver::{Receiver, Reply};
-use slot_booking_tests::delivery::*;
 use slot_booking_tests::*;
 use standardwebhooks::Webhook;
 use std::time::Duration;

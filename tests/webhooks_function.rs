@@ -4,10 +4,10 @@
 
 use shared::clients::Role;
 use shared::config::{AuthMode, HoldRules};
+use slot_booking_tests::delivery::*;
 use slot_booking_tests::receiver::Receiver;
 use slot_booking_tests::runtime_api::{RuntimeApi, Seen};
 use slot_booking_tests::watch::{build_functions, workspace_root};
-use slot_booking_tests::delivery::*;
 use slot_booking_tests::*;
 use std::process::Stdio;
 use std::time::Duration;
