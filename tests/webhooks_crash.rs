@@ -103,6 +103,26 @@ async fn a_receiver_that_hangs_is_a_timeout() {
 }
 
 #[tokio::test]
+async fn a_redirect_is_a_failed_attempt_and_is_not_followed() {
+    let db = TestDb::new().await;
+    let app = keyed(&db);
+    let admin = db.client("admin", Role::Admin, None).await;
+    let elsewhere = Receiver::answering(200).await;
+    let to = elsewhere.url();
+    let receiver = Receiver::start(move |_| Reply::Redirect(to.clone())).await;
+    let (sub, _) = subscribe(&db, &admin, &receiver.url(), None).await;
+    slot(&app, &admin, 8, 5).await;
+    let deliverer = deliverer(&db, quick(), dev_rules());
+    drive_until(&deliverer, 20, || async {
+        deliveries(&db, sub).await.first().is_some_and(|d| d.2 >= 1)
+    })
+    .await;
+    let delivery = &deliveries(&db, sub).await[0];
+    assert_eq!((delivery.1.as_str(), delivery.3), ("pending", Some(307)));
+    assert!(elsewhere.received().is_empty(), "followed");
+}
+
+#[tokio::test]
 async fn a_disabled_subscription_s_events_wait_and_go_oldest_first_once_enabled() {
     let db = TestDb::new().await;
     let app = keyed(&db);

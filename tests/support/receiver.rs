@@ -42,9 +42,11 @@ impl Received {
 }
 
 /// How to answer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Reply {
     Status(u16),
+    /// 307 to this URL.
+    Redirect(String),
     /// No answer for a minute: past any test's timeout.
     Hang,
 }
@@ -148,14 +150,19 @@ async fn answer(
         state.received.push(received);
         reply
     };
+    let mut response = Response::new(Full::new(Bytes::from_static(b"{}")));
     let status = match reply {
         Reply::Status(status) => status,
+        Reply::Redirect(to) => {
+            let to = to.parse().expect("a header value");
+            response.headers_mut().insert("location", to);
+            307
+        }
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(60)).await;
             200
         }
     };
-    let mut response = Response::new(Full::new(Bytes::from_static(b"{}")));
     *response.status_mut() = StatusCode::from_u16(status).expect("a status");
     Ok(response)
 }
