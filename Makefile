@@ -14,9 +14,10 @@ CONCURRENCY ?= 20
 export DATABASE_URL REDIS_URL
 API_FUNCTIONS := availability hold confirm cancel holds-get holds-find holds-extend holds-move waitlist-join waitlist-get waitlist-leave events-list slots-create slots-get slots-update slots-delete clients-create clients-list clients-revoke clients-update webhooks-create webhooks-list webhooks-get webhooks-update webhooks-delete webhooks-rotate console docs openapi
 # What `make dev` serves: the API's routes, API Gateway's `$default` route,
-# the scheduled sweeper and the publisher (which starts only with an
-# EVENT_BUS_NAME; `make dev` never invokes it: no bus runs locally).
-DEV_FUNCTIONS := $(API_FUNCTIONS) not-found sweep events-publish
+# the scheduled sweeper, the publisher (which starts only with an
+# EVENT_BUS_NAME; `make dev` never invokes it: no bus runs locally) and the
+# webhooks' delivery engine (invoked back to back, scripts/dev.sh).
+DEV_FUNCTIONS := $(API_FUNCTIONS) not-found sweep events-publish webhooks-deliver
 # Extra `cargo lambda watch` flags for `make dev` (the soak passes
 # --ignore-changes). Never --timeout: see docs/LOCAL.md.
 WATCH_FLAGS ?=

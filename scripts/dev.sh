@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make dev`: serves the API with `cargo lambda watch` on 127.0.0.1:PORT and
 # invokes the sweeper through it every 60 s, as the template's schedule
-# (rate(1 minute)) does on AWS. Ctrl-C (or SIGTERM) stops both, quietly
+# (rate(1 minute)) does on AWS, and the webhooks' delivery engine back to
+# back. Ctrl-C (or SIGTERM) stops both, quietly
 # (stop, below).
 #
 # Usage: scripts/dev.sh PORT CONCURRENCY [extra cargo lambda watch flags]
@@ -72,8 +73,31 @@ sweeper() {
 sweeper &
 sweeper_pid=$!
 
+webhooks() {
+    # The webhooks' delivery engine (SPEC §20), invoked again as soon as a
+    # run ends: each run is 60 s of rounds a second apart (the deadline
+    # cargo lambda watch gives cannot be one: the longest run), so a
+    # committed event reaches a receiver within a second or two, as on AWS
+    # (functions/webhooks-deliver). Waits for the server as the sweeper
+    # does.
+    until curl --silent --output /dev/null --connect-timeout 2 "http://127.0.0.1:$port/" 2>/dev/null; do
+        kill -0 "$watch" 2>/dev/null || return 0
+        sleep 0.5
+    done
+    local out
+    while kill -0 "$watch" 2>/dev/null; do
+        if ! out=$(cargo lambda invoke webhooks-deliver --invoke-address 127.0.0.1 --invoke-port "$port" \
+            --data-file tests/fixtures/eventbridge_scheduled.json 2>&1); then
+            echo "dev: webhooks-deliver invocation failed: $(tr -d '\n' <<<"$out")" >&2
+            sleep 1
+        fi
+    done
+}
+webhooks &
+webhooks_pid=$!
+
 # A quiet stop (docs/LOCAL.md, "A quiet log"), in this order:
-# 1. The sweeper loop.
+# 1. The sweeper's and the webhooks' loops.
 # 2. Every function instance, the watcher's children (each runs in a
 #    process group of its own, watchexec's): on SIGTERM a function exits at
 #    once with status 0 and logs nothing (shared::telemetry::
@@ -90,8 +114,8 @@ sweeper_pid=$!
 stopped=false
 stop() {
     trap '' INT TERM
-    kill "$sweeper_pid" 2>/dev/null || true
-    wait "$sweeper_pid" 2>/dev/null || true
+    kill "$sweeper_pid" "$webhooks_pid" 2>/dev/null || true
+    wait "$sweeper_pid" "$webhooks_pid" 2>/dev/null || true
     pkill -TERM -P "$watch" 2>/dev/null || true
     local waited=0
     while pgrep -P "$watch" >/dev/null && [ "$waited" -lt 100 ]; do
@@ -113,6 +137,6 @@ wait "$watch" || status=$?
 if kill -0 "$watch" 2>/dev/null; then wait "$watch" || status=$?; fi
 # Stopped on request: a clean end, whatever signal ended the watcher.
 if [ "$stopped" = true ]; then status=0; fi
-kill "$sweeper_pid" 2>/dev/null || true
-wait "$sweeper_pid" 2>/dev/null || true
+kill "$sweeper_pid" "$webhooks_pid" 2>/dev/null || true
+wait "$sweeper_pid" "$webhooks_pid" 2>/dev/null || true
 exit "$status"

@@ -9,8 +9,9 @@ use tokio::process::{Child, Command};
 
 /// What the emulator serves, as `make dev` does: the API's routes, the
 /// `$default` route (`not-found`), the scheduled `sweep` and the
-/// publisher, `events-publish` (built, never invoked: no bus runs locally).
-pub const DEV_FUNCTIONS: [&str; 32] = [
+/// publisher, `events-publish` (built, never invoked: no bus runs locally),
+/// and the webhooks' delivery engine, `webhooks-deliver`.
+pub const DEV_FUNCTIONS: [&str; 33] = [
     "availability",
     "hold",
     "confirm",
@@ -43,6 +44,7 @@ pub const DEV_FUNCTIONS: [&str; 32] = [
     "not-found",
     "sweep",
     "events-publish",
+    "webhooks-deliver",
 ];
 
 /// `make dev`'s key sealing webhook secrets (scripts/dev.sh): a

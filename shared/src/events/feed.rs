@@ -150,10 +150,26 @@ async fn read_page(
     // 1. Number what has committed since the last run (unless another
     //    sequencer is at it), so that a poll sees the latest changes.
     sequence(&mut *conn).await?;
-    // 2. One snapshot for the bounds and the page: in it, the numbered
-    //    events are exactly 1..=through (the sequencer's proof), and those
-    //    retention left are the ones above `purged`.
     let mut tx = conn.begin().await?;
+    let page = page_in(&mut tx, caller, after, limit).await?;
+    tx.commit().await?;
+    Ok(page)
+}
+
+/// One page read in the caller's open transaction, by the feed's one rule
+/// of who sees what: `GET /events`, and the webhooks' dispatcher, which
+/// reads a subscription's client's feed under the subscription's lock
+/// (`webhooks::dispatch`). The transaction's snapshot must not be taken
+/// before this call (REPEATABLE READ: its first plain read takes it).
+pub(crate) async fn page_in(
+    tx: &mut MySqlConnection,
+    caller: &Caller,
+    after: Option<EventCursor>,
+    limit: u32,
+) -> Result<Page, Error> {
+    // One snapshot for the bounds and the page: in it, the numbered
+    // events are exactly 1..=through (the sequencer's proof), and those
+    // retention left are the ones above `purged`.
     let (through, purged): (u64, u64) = sqlx::query_as(FEED_BOUNDS).fetch_one(&mut *tx).await?;
     let from = match after {
         None => purged,
@@ -182,12 +198,11 @@ async fn read_page(
             .fetch_all(&mut *tx)
             .await?
     };
-    tx.commit().await?;
     rows.sort_unstable_by_key(|row| row.seq);
-    // 3. A full page continues after its last event; a short one holds
-    //    every event the caller may see up to `through`, so the next page
-    //    starts there (an idle booker's cursor keeps up with the feed
-    //    rather than fall behind retention).
+    // A full page continues after its last event; a short one holds
+    // every event the caller may see up to `through`, so the next page
+    // starts there (an idle booker's cursor keeps up with the feed rather
+    // than fall behind retention).
     let next = match rows.last() {
         Some(last) if rows.len() >= limit as usize => last.seq,
         _ => through.max(from),
@@ -210,4 +225,20 @@ fn cursor_error(error: CursorError) -> Error {
         CursorError::Unknown => Error::invalid("cursor", "is not a cursor this server issued"),
         CursorError::Expired => Error::CursorExpired,
     }
+}
+
+/// One event by id, as the feed serves it: a webhook's body (SPEC §20,
+/// "exactly as `GET /events` shows it"). `None`: retention deleted it.
+pub const EVENT_BY_ID: &str =
+    "SELECT id, seq, type, occurred_at, data FROM events WHERE id = ? AND seq IS NOT NULL";
+
+pub(crate) async fn event_by_id(
+    conn: &mut MySqlConnection,
+    id: u64,
+) -> Result<Option<Event>, Error> {
+    let row: Option<EventRow> = sqlx::query_as(EVENT_BY_ID)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.map(EventRow::into_event).transpose()
 }

@@ -17,7 +17,8 @@ mod trigger;
 
 pub use batch::{BATCH_BYTES, BATCH_ENTRIES, SOURCE};
 pub use cursor::{CursorError, EventCursor};
-pub use feed::{Event, Feed, Page};
+pub use feed::{EVENT_BY_ID, Event, Feed, Page};
+pub(crate) use feed::{event_by_id, page_in};
 pub use publish::{
     PUBLISH_ADVANCE, PUBLISH_BACKLOG, PUBLISH_LOCK, PUBLISH_SCAN, PUBLISH_UNLOCK,
     PUBLISHED_THROUGH, PublishReport, publish,

@@ -4,7 +4,11 @@
 //! one at or above it has lost none. Where a publisher sends the feed to a
 //! bus, retention deletes no event it has not sent: the bus gets every
 //! event at least once (SPEC §12) even after an outage longer than the
-//! retention, and the feed waits for it meanwhile.
+//! retention, and the feed waits for it meanwhile. Nor does it delete an
+//! event a webhook subscription's dispatcher has not passed yet
+//! (`webhook_subscriptions.scanned_through`, SPEC §20): every event is
+//! either given its deliveries or still in the feed, never dropped unseen;
+//! a delivery whose event it deletes later ends `failed`, `expired`.
 
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -20,6 +24,10 @@ pub const PURGE_SCAN: &str = "SELECT seq, occurred_at FROM events FORCE INDEX (e
      WHERE seq > ? ORDER BY seq LIMIT ?";
 pub const PURGE_DELETE: &str = "DELETE FROM events WHERE seq > ? AND seq <= ?";
 pub const PURGE_ADVANCE: &str = "UPDATE event_feed SET purged_through = ? WHERE id = 1";
+/// The slowest webhook subscription's cursor (NULL: none). A plain read:
+/// a cursor only moves up, so a stale one only keeps more; a subscription
+/// made meanwhile starts at `sequenced_through`, above anything purged.
+pub const PURGE_WEBHOOKS: &str = "SELECT MIN(scanned_through) FROM webhook_subscriptions";
 
 /// Events deleted per transaction.
 const PURGE_BATCH: u32 = 1000;
@@ -41,7 +49,7 @@ pub struct PurgeReport {
     /// The last position deleted so far (0: none ever).
     pub purged_through: u64,
     /// Events past their retention were kept because the publisher has
-    /// not sent them.
+    /// not sent them, or a webhook dispatcher has not passed them.
     pub waiting_for_publisher: bool,
 }
 
@@ -71,7 +79,12 @@ pub async fn purge(
         // In position order: past their retention, a prefix; of those,
         // the ones the publisher has sent, a prefix again.
         let past_retention = oldest.iter().take_while(|(_, at)| *at < cutoff);
-        let sent = |seq: u64| unsent == Unsent::Purge || seq <= published;
+        let dispatched: Option<u64> = sqlx::query_scalar(PURGE_WEBHOOKS)
+            .fetch_one(&mut *tx)
+            .await?;
+        let sent = |seq: u64| {
+            (unsent == Unsent::Purge || seq <= published) && dispatched.is_none_or(|d| seq <= d)
+        };
         if past_retention.clone().any(|(seq, _)| !sent(*seq)) {
             report.waiting_for_publisher = true;
         }

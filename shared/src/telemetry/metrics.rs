@@ -54,10 +54,16 @@ pub enum Metric {
     EventsUnsent,
     /// How long the oldest of them has waited, in seconds (0: none).
     EventsUnsentAge,
+    /// Webhook deliveries made in a run of `webhooks-deliver` (SPEC §20).
+    WebhookDelivered,
+    /// Its failed attempts (retried, or failed for good).
+    WebhookFailedAttempts,
+    /// The longest from an event to its delivery in the run, in ms.
+    WebhookLagMs,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 20] = [
+    pub const ALL: [Metric; 23] = [
         Metric::HoldsCreated,
         Metric::SeatsHeld,
         Metric::SeatsConfirmed,
@@ -78,6 +84,9 @@ impl Metric {
         Metric::SeatsCancelledAfterConfirm,
         Metric::EventsUnsent,
         Metric::EventsUnsentAge,
+        Metric::WebhookDelivered,
+        Metric::WebhookFailedAttempts,
+        Metric::WebhookLagMs,
     ];
 
     /// The CloudWatch metric name (template.yaml's alarms use these).
@@ -103,13 +112,17 @@ impl Metric {
             Metric::SeatsCancelledAfterConfirm => "SeatsCancelledAfterConfirm",
             Metric::EventsUnsent => "EventsUnsent",
             Metric::EventsUnsentAge => "EventsUnsentAge",
+            Metric::WebhookDelivered => "WebhookDelivered",
+            Metric::WebhookFailedAttempts => "WebhookFailedAttempts",
+            Metric::WebhookLagMs => "WebhookLagMs",
         }
     }
 
-    /// The CloudWatch unit: a count, but for the one age.
+    /// The CloudWatch unit: a count, but for the ages.
     pub fn unit(self) -> &'static str {
         match self {
             Metric::EventsUnsentAge => "Seconds",
+            Metric::WebhookLagMs => "Milliseconds",
             _ => "Count",
         }
     }

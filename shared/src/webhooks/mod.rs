@@ -9,22 +9,39 @@
 //! - [`subscription`]: the resource and its row; [`input`]: the bodies
 //!   that make and change one; [`store`]: the transactions that do;
 //!   [`page`]: listing them.
+//! - The delivery engine (docs/DESIGN.md, "Webhooks: the delivery
+//!   protocol"): [`dispatch`] turns the feed into deliveries, [`claim`]
+//!   leases due heads, [`prepare`] signs a request, [`send`] sends it,
+//!   [`record`] records the answer; [`deliver`] runs them in rounds, by
+//!   [`settings`]; [`subject`] says what an event is about; [`prune`]
+//!   deletes ended deliveries whose events the feed no longer keeps.
 //!
 //! Knows nothing of HTTP, like `clients`.
 
 pub mod address;
+pub mod claim;
+pub mod deliver;
+pub mod dispatch;
 pub mod event_types;
 pub mod input;
 pub mod page;
+pub mod prepare;
+pub mod prune;
+pub mod record;
 pub mod secret;
+pub mod send;
+pub mod settings;
 pub mod store;
+pub mod subject;
 pub mod subscription;
 
 pub use address::{AddressError, Rules, UrlError, check_url, resolve_checked};
+pub use deliver::{Deliverer, RunReport};
 pub use event_types::EventTypes;
 pub use input::{NewSubscription, SubscriptionPatch};
 pub use page::{WebhookCursor, WebhookPage};
 pub use secret::{SealKey, SecretError, WebhookSecret, signature_header};
+pub use settings::DeliverySettings;
 pub use subscription::{DisabledReason, Status, Subscription, WebhookId};
 
 use crate::error::Error;
@@ -56,6 +73,13 @@ impl Webhooks {
     /// Whether it can seal a new secret (for the start-up line).
     pub fn has_key(&self) -> bool {
         self.key.is_some()
+    }
+
+    /// The key as the cold start read it (`WEBHOOK_SECRET_KEY`, or the
+    /// secret `WEBHOOK_SECRET_KEY_ARN` names): the delivery engine's, which
+    /// opens secrets to sign with them.
+    pub fn seal_key(&self) -> Option<&SealKey> {
+        self.key.as_ref()
     }
 
     pub fn rules(&self) -> &Rules {
