@@ -220,12 +220,18 @@ async fn the_list_reads_a_slots_holds_only_while_one_has_lapsed_unreclaimed() {
     }
     let read = entries_read(&db).await;
     println!("all active: {read} index entries read");
-    assert!(read < HOLDS, "{read} index entries read, all {HOLDS} holds active");
+    assert!(
+        read < HOLDS,
+        "{read} index entries read, all {HOLDS} holds active"
+    );
     hold_on(&brief, slot).await;
     lapse().await;
     let read = entries_read(&db).await;
     println!("one lapsed: {read} index entries read");
-    assert!(read >= HOLDS, "{read} index entries read with a lapsed hold counted");
+    assert!(
+        read >= HOLDS,
+        "{read} index entries read with a lapsed hold counted"
+    );
     assert_exact(&db, &app, slot, 1, "one lapsed, unreclaimed").await;
     hold_on(&app, slot).await;
     let read = entries_read(&db).await;

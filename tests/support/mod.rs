@@ -258,6 +258,21 @@ impl TestDb {
         }
     }
 
+    /// After a test moved a hold's expiry earlier by hand (the service
+    /// never does): its slot's floor follows it down, as a claim's would
+    /// have, so the counters stay as the service keeps them
+    /// (docs/DESIGN.md, "The projection's floor").
+    pub async fn lower_floor_to(&self, hold: u64) {
+        sqlx::query(
+            "UPDATE slots s JOIN holds h ON h.slot_id = s.id \
+             SET s.held_expires_min = LEAST(s.held_expires_min, h.expires_at) WHERE h.id = ?",
+        )
+        .bind(hold)
+        .execute(&self.admin)
+        .await
+        .expect("the floor");
+    }
+
     /// Drops the database; call at the end of a test.
     pub async fn drop(self) {
         let name = self.name.clone();

@@ -97,13 +97,11 @@ impl Booking {
     /// quantity. It reads no clock for a decision (its `now` would predate
     /// its lock wait); the new figure comes back as the statement's insert
     /// id, which tells whether the counter was empty. A slot with a line
-    /// never passes it (SPEC §18); by the primary key alone (docs/DESIGN.md,
-    /// "The waiting list"). It lowers the projection's floor to its now
-    /// plus the TTL (sets it there on an empty counter, which counts no
-    /// hold), assigned before `held`, which it reads: that early now only
-    /// makes the bound lower, never later than the hold's expiry
-    /// (docs/DESIGN.md, "The projection's floor"). Binds: TTL in
-    /// microseconds, quantity, slot, quantity.
+    /// never passes it (SPEC §18); by the primary key alone (DESIGN, "The
+    /// waiting list"). The projection's floor goes down to its now + TTL,
+    /// no later than the hold's expiry (set there on an empty counter;
+    /// before `held`, which it reads: DESIGN, "The projection's floor").
+    /// Binds: TTL in microseconds, quantity, slot, quantity.
     pub const HOLD_CLAIM: &'static str = "UPDATE slots FORCE INDEX (PRIMARY) SET held_expires_min = \
          LEAST(IF(held = 0, TIMESTAMP'9999-12-31 00:00:00', held_expires_min), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), \
          held = LAST_INSERT_ID(held + ?), \
@@ -114,9 +112,8 @@ impl Booking {
     /// written before; `GREATEST` never moves it back.
     pub const HOLD_WATERMARK: &'static str = "UPDATE slots SET reclaimed_until = \
          GREATEST(reclaimed_until, UTC_TIMESTAMP(6)) WHERE id = ?";
-    /// The claim after a reclaim, which holds the lock and found the seats,
-    /// with the floor as [`Booking::HOLD_CLAIM`] moves it. Binds: TTL in
-    /// microseconds, quantity, slot.
+    /// The claim after a reclaim, which holds the lock and found the seats;
+    /// the floor as [`Booking::HOLD_CLAIM`] moves it. Binds: TTL, quantity, slot.
     pub const HOLD_CLAIM_RECLAIMED: &'static str = "UPDATE slots SET held_expires_min = \
          LEAST(IF(held = 0, TIMESTAMP'9999-12-31 00:00:00', held_expires_min), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), \
          held = held + ? WHERE id = ?";
