@@ -88,7 +88,10 @@ impl TestDb {
             .fetch_one(&mut *tx)
             .await
             .expect("now");
-        let rows: Vec<(u64, i64, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+        // Slot, held, counted, bookable, capacity, remaining, confirmed,
+        // below the floor.
+        type Checked = (u64, i64, i64, i64, i64, i64, i64, i64);
+        let rows: Vec<Checked> = sqlx::query_as(
             "SELECT s.id, CAST(s.held AS SIGNED), \
              (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h \
               WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > s.reclaimed_until), \
