@@ -40,7 +40,7 @@ async fn a_claim_stuck_behind_a_lock_is_stopped_by_the_server_before_the_503() {
 }
 
 /// The same for a capped hold, whose claim is one CALL (`hold_place`, or
-/// `hold_claim_waiting` on the locked path): the server's limit stops the
+/// `hold_claim_floor` on the locked path): the server's limit stops the
 /// whole CALL, its allowance's write with it. A session inside a procedure may show no
 /// database in the process list: it is looked for by its statement too.
 #[tokio::test]
@@ -92,7 +92,7 @@ async fn stuck_claim_is_stopped(db: &TestDb, caller: Caller) {
     assert!(held.is_ok(), "{held:?}");
 }
 
-/// Sessions inside `hold_claim_waiting` or `hold_place`, whatever database
+/// Sessions inside `hold_claim_floor` or `hold_place…`, whatever database
 /// they show: the process list shows the statement running in it, its
 /// parameters as `NAME_CONST` (the other claim test waits its turn).
 async fn running_calls(db: &TestDb) -> Vec<(String, String)> {
@@ -100,7 +100,7 @@ async fn running_calls(db: &TestDb) -> Vec<(String, String)> {
         "SELECT COALESCE(STATE, ''), LEFT(COALESCE(INFO, ''), 80) \
          FROM information_schema.PROCESSLIST \
          WHERE COMMAND <> 'Sleep' AND ID <> CONNECTION_ID() \
-         AND (INFO LIKE 'CALL hold\\_claim\\_waiting%' OR INFO LIKE 'CALL hold\\_place%' \
+         AND (INFO LIKE 'CALL hold\\_claim\\_floor%' OR INFO LIKE 'CALL hold\\_place%' \
          OR INFO LIKE '%NAME\\_CONST(''p\\_client''%' OR INFO LIKE '%NAME\\_CONST(''p\\_slot''%')",
     )
     .fetch_all(&db.admin)

@@ -137,6 +137,7 @@ async fn expiry_frees_the_allowance_at_expires_at_without_a_sweep() {
     let still = capped_hold(&app, &client, b, new_key().as_str(), 1).await;
     assert_eq!(still.1["reason"], "hold_limit_reached", "{}", still.1);
     age("UPDATE holds SET expires_at = UTC_TIMESTAMP(6) WHERE id = ?").await;
+    db.lower_floor_to(id_of(&first.1).parse().unwrap()).await;
     let freed = capped_hold(&app, &client, b, new_key().as_str(), 2).await;
     assert_eq!(freed.0, 201, "expired at its expires_at: {}", freed.1);
     assert_eq!(client_seats(&db, &client).await, 2);

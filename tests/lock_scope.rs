@@ -78,7 +78,7 @@ async fn joined_b_at_once<T>(app: &App, b: SlotId, scanner: &tokio::task::JoinHa
     );
 }
 
-/// Each claim — a hold's, a capped hold's (`hold_claim_waiting`), a
+/// Each claim — a hold's, a capped hold's (`hold_claim_floor`), a
 /// booking's move (`MOVE_CONSUME`) — on a slot with a line is paused after
 /// it, with its locks, while the optimizer would read it through the
 /// line's index; a join on B, the only slot without a line, must not wait
@@ -130,7 +130,7 @@ async fn no_claim_locks_another_slot() {
     let (status, body) = scanner.await.unwrap();
     assert_eq!(status, 201, "{body}");
 
-    // The capped claim (`hold_claim_waiting`) on E, paused the same way.
+    // The capped claim (`hold_claim_floor`) on E, paused the same way.
     let b = full_without_a_line(&db, &app).await;
     read_through_the_lines_index(&db, e).await;
     let lock = locks::SlotLock::take(&db, e).await;

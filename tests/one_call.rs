@@ -105,6 +105,7 @@ async fn declined_paths_answer_as_the_locked_path(db: &TestDb, app: &App) {
         .execute(&db.admin)
         .await
         .unwrap();
+    db.lower_floor_to(hold.id.0).await;
     let refused = app.booking.confirm(&CALLER, hold.id).await;
     assert!(
         matches!(refused, Err(shared::Error::HoldExpired(_))),

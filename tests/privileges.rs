@@ -224,6 +224,7 @@ async fn each_user_may_do_exactly_what_its_table_says_and_nothing_else() {
     for claim in [
         "CALL hold_claim_capped(1, 60, 1, 10, 1)",
         "CALL hold_claim_waiting(1, 60, 1, 10, 1)",
+        "CALL hold_claim_floor(1, 60, 1, 10, 1, 300000000)",
     ] {
         let result = conn.execute(claim).await.map(drop);
         assert!(denied(&result).is_some(), "{claim}: {result:?}");

@@ -299,6 +299,7 @@ async fn a_refused_capacity_cut_gives_back_nothing_and_offers_nothing() {
         .execute(&db.admin)
         .await
         .unwrap();
+    db.lower_floor_to(lapsing["id"].as_u64().unwrap()).await;
     let before = everything(&db, slot).await;
     // 1 confirmed + 1 active: a capacity of 1 is below what is committed.
     let (status, refused) = patch(&app, &admin, slot.0, &json!({"capacity": 1})).await;

@@ -143,7 +143,11 @@ pub async fn hold(
         Statements::Before => BEFORE_HOLD_CLAIM,
         Statements::BeforeLine => BEFORE_LINE_HOLD_CLAIM,
     };
-    let claim = sqlx::query(claim_sql)
+    let claim = match statements {
+        Statements::Current => sqlx::query(claim_sql).bind(ttl_micros),
+        _ => sqlx::query(claim_sql),
+    };
+    let claim = claim
         .bind(quantity)
         .bind(slot)
         .bind(quantity)
@@ -172,6 +176,7 @@ pub async fn hold(
             return Ok(Outcome::Done("409"));
         }
         sqlx::query(Booking::HOLD_CLAIM_RECLAIMED)
+            .bind(ttl_micros)
             .bind(quantity)
             .bind(slot)
             .execute(&mut *tx)
@@ -207,13 +212,17 @@ async fn reclaim_locked(conn: &mut MySqlConnection, slot: u64) -> Result<(u32, u
         .bind(slot)
         .fetch_one(&mut *conn)
         .await?;
-    let (now, expired): (DateTime<Utc>, i64) = sqlx::query_as(RECLAIM_COUNT)
-        .bind(slot)
-        .bind(watermark)
-        .fetch_one(&mut *conn)
-        .await?;
+    let (now, expired, floor): (DateTime<Utc>, i64, Option<DateTime<Utc>>) =
+        sqlx::query_as(RECLAIM_COUNT)
+            .bind(slot)
+            .bind(watermark)
+            .bind(slot)
+            .bind(watermark)
+            .fetch_one(&mut *conn)
+            .await?;
     let expired = u32::try_from(expired).unwrap_or(u32::MAX);
     sqlx::query(RECLAIM_APPLY)
+        .bind(floor.map(|floor| floor.naive_utc()))
         .bind(expired)
         .bind(now)
         .bind(slot)

@@ -71,7 +71,13 @@ impl Bench {
             ids.extend(first..first + n as u64);
             made += n;
         }
-        let held = format!("UPDATE slots SET held = held + {per_slot} WHERE id IN (");
+        // The counter and the projection's floor as the holds' claims would
+        // leave them (docs/DESIGN.md, "The projection's floor").
+        let held = format!(
+            "UPDATE slots SET held_expires_min = LEAST(IF(held = 0, TIMESTAMP'9999-12-31 00:00:00', \
+             held_expires_min), TIMESTAMP'{}'), held = held + {per_slot} WHERE id IN (",
+            expires_at.format("%Y-%m-%d %H:%M:%S%.6f")
+        );
         self.update_each(&held, slots).await?;
         Ok(ids)
     }

@@ -22,6 +22,10 @@ pub struct CounterCheck {
     pub remaining: i64,
     /// The seats of the slot's confirmed holds.
     pub confirmed: i64,
+    /// The counted holds (those of D) that expire before the slot's
+    /// floor `held_expires_min`, which must bound them all from below
+    /// (docs/DESIGN.md, "The projection's floor").
+    pub below_floor: i64,
 }
 
 impl CounterCheck {
@@ -29,14 +33,21 @@ impl CounterCheck {
         self.held == self.counted
     }
 
-    /// The first invariant this snapshot breaks, if any: D, `remaining =
-    /// capacity − confirmed`, `0 ≤ remaining ≤ capacity`, `bookable ≥ 0`.
+    /// The first invariant this snapshot breaks, if any: D, the floor,
+    /// `remaining = capacity − confirmed`, `0 ≤ remaining ≤ capacity`,
+    /// `bookable ≥ 0`.
     pub fn broken(&self) -> Option<String> {
         let slot = self.slot_id;
         if !self.exact() {
             return Some(format!(
                 "slot {slot}: held = {} but D says {}",
                 self.held, self.counted
+            ));
+        }
+        if self.below_floor > 0 {
+            return Some(format!(
+                "slot {slot}: {} counted holds expire before held_expires_min",
+                self.below_floor
             ));
         }
         if self.remaining != self.capacity - self.confirmed {
@@ -77,7 +88,10 @@ impl TestDb {
             .fetch_one(&mut *tx)
             .await
             .expect("now");
-        let rows: Vec<(u64, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+        // Slot, held, counted, bookable, capacity, remaining, confirmed,
+        // below the floor.
+        type Checked = (u64, i64, i64, i64, i64, i64, i64, i64);
+        let rows: Vec<Checked> = sqlx::query_as(
             "SELECT s.id, CAST(s.held AS SIGNED), \
              (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h \
               WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > s.reclaimed_until), \
@@ -85,7 +99,9 @@ impl TestDb {
               FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' AND h.expires_at > ?), \
              CAST(s.capacity AS SIGNED), CAST(s.remaining AS SIGNED), \
              (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) FROM holds h \
-              WHERE h.slot_id = s.id AND h.status = 'confirmed') \
+              WHERE h.slot_id = s.id AND h.status = 'confirmed'), \
+             (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' \
+              AND h.expires_at > s.reclaimed_until AND h.expires_at < s.held_expires_min) \
              FROM slots s ORDER BY s.id",
         )
         .bind(now)
@@ -95,7 +111,7 @@ impl TestDb {
         tx.rollback().await.expect("rollback");
         rows.into_iter()
             .map(
-                |(slot_id, held, counted, bookable, capacity, remaining, confirmed)| CounterCheck {
+                |(
                     slot_id,
                     held,
                     counted,
@@ -103,6 +119,18 @@ impl TestDb {
                     capacity,
                     remaining,
                     confirmed,
+                    below_floor,
+                )| {
+                    CounterCheck {
+                        slot_id,
+                        held,
+                        counted,
+                        bookable,
+                        capacity,
+                        remaining,
+                        confirmed,
+                        below_floor,
+                    }
                 },
             )
             .collect()

@@ -234,24 +234,47 @@ impl TestDb {
 
     /// The definition D of the held-seats counter (docs/DESIGN.md), on
     /// every slot: `held` = the seats of the slot's `held` holds that
-    /// expire after its watermark `reclaimed_until`. Read in one snapshot.
+    /// expire after its watermark `reclaimed_until`; and none of those
+    /// expires before the slot's floor `held_expires_min` (DESIGN, "The
+    /// projection's floor"). Read in one snapshot.
     pub async fn assert_held_counter(&self) {
-        let drift: Vec<(u64, u32, i64)> = sqlx::query_as(
+        let drift: Vec<(u64, u32, i64, i64)> = sqlx::query_as(
             "SELECT s.id, s.held, (SELECT CAST(COALESCE(SUM(h.quantity), 0) AS SIGNED) \
              FROM holds h WHERE h.slot_id = s.id \
-             AND h.status = 'held' AND h.expires_at > s.reclaimed_until) AS counted \
+             AND h.status = 'held' AND h.expires_at > s.reclaimed_until) AS counted, \
+             (SELECT COUNT(*) FROM holds h WHERE h.slot_id = s.id AND h.status = 'held' \
+             AND h.expires_at > s.reclaimed_until AND h.expires_at < s.held_expires_min) AS below \
              FROM slots s ORDER BY s.id",
         )
         .fetch_all(&self.admin)
         .await
         .expect("held counters");
-        for (id, held, counted) in drift {
+        for (id, held, counted, below) in drift {
             assert_eq!(
                 i64::from(held),
                 counted,
                 "slot {id}: held {held}, but the held holds that expire after its watermark have {counted} seats"
             );
+            assert_eq!(
+                below, 0,
+                "slot {id}: {below} counted holds expire before held_expires_min"
+            );
         }
+    }
+
+    /// After a test moved a hold's expiry earlier by hand (the service
+    /// never does): its slot's floor follows it down, as a claim's would
+    /// have, so the counters stay as the service keeps them
+    /// (docs/DESIGN.md, "The projection's floor").
+    pub async fn lower_floor_to(&self, hold: u64) {
+        sqlx::query(
+            "UPDATE slots s JOIN holds h ON h.slot_id = s.id \
+             SET s.held_expires_min = LEAST(s.held_expires_min, h.expires_at) WHERE h.id = ?",
+        )
+        .bind(hold)
+        .execute(&self.admin)
+        .await
+        .expect("the floor");
     }
 
     /// Drops the database; call at the end of a test.

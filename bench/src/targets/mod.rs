@@ -215,6 +215,24 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             0.5,
         ));
     }
+    // Issue 49: the list's cost independent of the slots' held holds
+    // (docs/DESIGN.md, "The projection's floor"): 1,000 active on each of
+    // 100 slots against none.
+    for clients in [1, 8] {
+        out.push(at_least(
+            rows,
+            format!(
+                "projection, 100 slots × 1,000 held holds ≥ 0.9 × 100 slots × 0 ({clients} env)"
+            ),
+            (
+                "projection.100_slots.100000_holds",
+                "projection.100_slots.0_holds",
+            ),
+            ("service", "service"),
+            clients,
+            0.9,
+        ));
+    }
     let miss = find(
         rows,
         "projection.10000_slots.100000_holds",

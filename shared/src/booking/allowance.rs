@@ -18,15 +18,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The bound passes the hold and moves by it, then the slot's claim
-/// (`Booking::HOLD_CLAIM`), in one CALL of the `hold_claim_waiting`
-/// procedure (migrations/…_hold_claim_waiting.sql): the client's lock, the
+/// (`Booking::HOLD_CLAIM`), in one CALL of the `hold_claim_floor`
+/// procedure (migrations/…_hold_place_floor.sql): the client's lock, the
 /// first of a capped hold, before the slot's. Every client has its row
 /// (made with it, `clients/install.rs`); one missing is made there, with
 /// the holds of the next [`NEW_ROW_WINDOW`] counted (an environment may
 /// have held without it). Binds: client, window seconds, quantity, cap,
-/// slot. Its row: the bound's new figure (0: it did not pass), the slot's
+/// slot, TTL in microseconds (the claim's floor). Its row: the bound's new figure (0: it did not pass), the slot's
 /// rows matched and its new `held`.
-pub const CLAIM: &str = "CALL hold_claim_waiting(?, ?, ?, ?, ?)";
+pub const CLAIM: &str = "CALL hold_claim_floor(?, ?, ?, ?, ?, ?)";
 
 /// How long holds are counted after a row is made by a hold: the time an
 /// environment keeps a client's cap with its key, and a request's.
@@ -78,6 +78,7 @@ pub(super) async fn claim(
     cap: u32,
     quantity: u32,
     slot: SlotId,
+    ttl_micros: i64,
 ) -> Result<Claimed, Error> {
     let rows: Vec<(i64, i64, i64)> = sqlx::query_as(CLAIM)
         .bind(client.0)
@@ -85,6 +86,7 @@ pub(super) async fn claim(
         .bind(quantity)
         .bind(cap)
         .bind(slot.0)
+        .bind(ttl_micros)
         .fetch_all(&mut *conn)
         .await?;
     let &[(bound, matched, held)] = &rows[..] else {
@@ -224,9 +226,10 @@ mod tests {
     /// The procedure's slot claim is the uncapped hold's, word for word.
     #[test]
     fn the_procedure_claims_the_slot_as_an_uncapped_hold_does() {
-        let procedure = procedure_sql("hold_claim_waiting");
+        let procedure = procedure_sql("hold_claim_floor");
         let claim = words(
             &Booking::HOLD_CLAIM
+                .replacen('?', "p_ttl", 1)
                 .replacen('?', "p_quantity", 1)
                 .replacen('?', "p_slot", 1)
                 .replacen('?', "p_quantity", 1),

@@ -94,11 +94,17 @@ impl Booking {
         ")) FROM client_allowances a WHERE a.client_id = ?) AS client_held"
     );
     /// The claim: a conditional increment of the held-seats counter by the
-    /// quantity. It reads no clock (its `now` would predate its lock wait);
-    /// the new figure comes back as the statement's insert id, which tells
-    /// whether the counter was empty. A slot with a line never passes it
-    /// (SPEC §18); by the primary key alone (docs/DESIGN.md, "The waiting list").
-    pub const HOLD_CLAIM: &'static str = "UPDATE slots FORCE INDEX (PRIMARY) SET held = LAST_INSERT_ID(held + ?), \
+    /// quantity. It reads no clock for a decision (its `now` would predate
+    /// its lock wait); the new figure comes back as the statement's insert
+    /// id, which tells whether the counter was empty. A slot with a line
+    /// never passes it (SPEC §18); by the primary key alone (DESIGN, "The
+    /// waiting list"). The projection's floor goes down to its now + TTL,
+    /// no later than the hold's expiry (set there on an empty counter;
+    /// before `held`, which it reads: DESIGN, "The projection's floor").
+    /// Binds: TTL in microseconds, quantity, slot, quantity.
+    pub const HOLD_CLAIM: &'static str = "UPDATE slots FORCE INDEX (PRIMARY) SET held_expires_min = \
+         LEAST(IF(held = 0, TIMESTAMP'9999-12-31 00:00:00', held_expires_min), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), \
+         held = LAST_INSERT_ID(held + ?), \
          updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ? AND held + ? <= remaining AND waiting = 0";
     /// After a claim that found the counter empty: any watermark up to now
     /// is then exact, and a recent one keeps the projection's scan window
@@ -106,8 +112,11 @@ impl Booking {
     /// written before; `GREATEST` never moves it back.
     pub const HOLD_WATERMARK: &'static str = "UPDATE slots SET reclaimed_until = \
          GREATEST(reclaimed_until, UTC_TIMESTAMP(6)) WHERE id = ?";
-    /// The claim after a reclaim, which holds the lock and found the seats.
-    pub const HOLD_CLAIM_RECLAIMED: &'static str = "UPDATE slots SET held = held + ? WHERE id = ?";
+    /// The claim after a reclaim, which holds the lock and found the seats;
+    /// the floor as [`Booking::HOLD_CLAIM`] moves it. Binds: TTL, quantity, slot.
+    pub const HOLD_CLAIM_RECLAIMED: &'static str = "UPDATE slots SET held_expires_min = \
+         LEAST(IF(held = 0, TIMESTAMP'9999-12-31 00:00:00', held_expires_min), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), \
+         held = held + ? WHERE id = ?";
     /// Sent under the slot's lock (and a capped client's rows), after the
     /// watermark: its `now` follows every watermark written before, so the
     /// hold made from it is counted (D), and "has the slot started?" is
@@ -251,11 +260,13 @@ impl Booking {
         //    (`allowance.rs`): the client's lock before the slot's.
         let (claim, count) = match cap {
             Some(cap) => {
-                let claimed = allowance::claim(&mut tx, client, cap, quantity, slot_id).await?;
+                let claimed =
+                    allowance::claim(&mut tx, client, cap, quantity, slot_id, ttl_micros).await?;
                 (claimed.slot, (!claimed.passed).then_some(cap))
             }
             None => {
                 let claim = sqlx::query(Self::HOLD_CLAIM)
+                    .bind(ttl_micros)
                     .bind(quantity)
                     .bind(slot_id.0)
                     .bind(quantity)
@@ -305,6 +316,7 @@ impl Booking {
                 return Err(Error::CapacityExhausted(slot_id));
             }
             sqlx::query(Self::HOLD_CLAIM_RECLAIMED)
+                .bind(ttl_micros)
                 .bind(quantity)
                 .bind(slot_id.0)
                 .execute(&mut *tx)

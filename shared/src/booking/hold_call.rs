@@ -1,6 +1,6 @@
 //! A hold's common path in one CALL (docs/DESIGN.md, "One CALL under the
-//! lock"): the `hold_place_simple` procedure
-//! (migrations/…_hold_place_simple.sql) claims, guards,
+//! lock"): the `hold_place_floor` procedure
+//! (migrations/…_hold_place_floor.sql) claims, guards,
 //! inserts, writes the event and commits inside the server, so the slot's
 //! row lock is held for no round trip to this function. Its statements are
 //! the locked path's own (`hold.rs`), which a unit test compares; any other
@@ -20,7 +20,7 @@ use sqlx::pool::PoolConnection;
 
 /// Binds: client, cap (NULL: none), the allowance's new-row window in
 /// seconds, quantity, slot, key, TTL in microseconds, the request's number.
-pub const HOLD_PLACE: &str = "CALL hold_place_simple(?, ?, ?, ?, ?, ?, ?, ?)";
+pub const HOLD_PLACE: &str = "CALL hold_place_floor(?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// What the procedure did.
 pub(super) enum Placed {
@@ -129,7 +129,7 @@ pub(super) async fn place(
 
 fn unexpected(what: String) -> Error {
     Error::Unavailable(sqlx::Error::Protocol(format!(
-        "hold_place_simple came back with {what}"
+        "hold_place_floor came back with {what}"
     )))
 }
 
@@ -138,9 +138,9 @@ mod tests {
     use crate::Booking;
     use crate::db::procedure::{procedure_sql, words};
 
-    /// `migrations/…_hold_place_simple.sql`, the last that defines it.
+    /// `migrations/…_hold_place_floor.sql`, the last that defines it.
     fn procedure() -> String {
-        procedure_sql("hold_place_simple")
+        procedure_sql("hold_place_floor")
     }
 
     fn bound(sql: &str, binds: &[&str]) -> String {
@@ -163,7 +163,7 @@ mod tests {
         };
         assert_eq!(
             statement(&procedure()),
-            statement(&procedure_sql("hold_claim_waiting"))
+            statement(&procedure_sql("hold_claim_floor"))
         );
     }
 
@@ -173,7 +173,10 @@ mod tests {
     fn the_procedure_sends_the_locked_paths_statements() {
         let procedure = procedure();
         for statement in [
-            bound(Booking::HOLD_CLAIM, &["p_quantity", "p_slot", "p_quantity"]),
+            bound(
+                Booking::HOLD_CLAIM,
+                &["p_ttl", "p_quantity", "p_slot", "p_quantity"],
+            ),
             bound(Booking::HOLD_WATERMARK, &["p_slot"]),
             bound(
                 &Booking::HOLD_GUARD

@@ -82,6 +82,10 @@ impl Booking {
     /// offers, which found them (the figures exact under the lock).
     pub const MOVE_CONSUME_RECLAIMED: &'static str = "UPDATE slots SET remaining = remaining - ?, \
          updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
+    /// A held hold's expiry on the target's floor ([`held_floor`]). Binds:
+    /// quantity, expiry, expiry, target.
+    pub const MOVE_FLOOR: &'static str = "UPDATE slots SET held_expires_min = \
+         IF(held = ?, ?, LEAST(held_expires_min, ?)) WHERE id = ?";
     /// Sent last, under every lock: the `now` it writes is inside them.
     pub const MOVE_MARK: &'static str =
         "UPDATE holds SET slot_id = ?, updated_at = UTC_TIMESTAMP(6) WHERE id = ?";
@@ -250,16 +254,15 @@ async fn claim_target(
 ) -> Result<Option<Error>, Error> {
     let quantity = hold.quantity;
     let booked = hold.status == HoldStatus::Confirmed;
-    let claim = || {
-        let sql = if booked {
-            Booking::MOVE_CONSUME
-        } else {
-            Booking::HOLD_CLAIM
-        };
-        sqlx::query(sql).bind(quantity).bind(to.0).bind(quantity)
+    let ttl_micros = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
+    let claim = if booked {
+        sqlx::query(Booking::MOVE_CONSUME)
+    } else {
+        sqlx::query(Booking::HOLD_CLAIM).bind(ttl_micros)
     };
-    if claim().execute(&mut *conn).await?.rows_affected() == 1 {
-        return Ok(None);
+    let claim = claim.bind(quantity).bind(to.0).bind(quantity);
+    if claim.execute(&mut *conn).await?.rows_affected() == 1 {
+        return held_floor(conn, hold, to, booked).await;
     }
     // A line on the target is offered first: a move takes only what no
     // waiting entry can use (SPEC §18).
@@ -282,16 +285,35 @@ async fn claim_target(
     // The figures are exact and the line has had what fits it: the rest
     // may go to this move (the guarded claims would refuse it for the
     // line's sake alone).
-    let sql = if booked {
-        Booking::MOVE_CONSUME_RECLAIMED
+    let claim = if booked {
+        sqlx::query(Booking::MOVE_CONSUME_RECLAIMED)
     } else {
-        Booking::HOLD_CLAIM_RECLAIMED
+        sqlx::query(Booking::HOLD_CLAIM_RECLAIMED).bind(ttl_micros)
     };
-    sqlx::query(sql)
-        .bind(quantity)
-        .bind(to.0)
-        .execute(&mut *conn)
-        .await?;
+    claim.bind(quantity).bind(to.0).execute(&mut *conn).await?;
+    held_floor(conn, hold, to, booked).await
+}
+
+/// A held hold keeps its expiry on the target, which may be earlier than
+/// the claim's now plus the TTL: the target's floor goes down to it, or
+/// is that expiry when the hold is the only one counted there (the claim
+/// left `held` at its quantity). Under the target's lock, after the claim
+/// (docs/DESIGN.md, "The projection's floor").
+async fn held_floor(
+    conn: &mut MySqlConnection,
+    hold: &Hold,
+    to: SlotId,
+    booked: bool,
+) -> Result<Option<Error>, Error> {
+    if !booked {
+        sqlx::query(Booking::MOVE_FLOOR)
+            .bind(hold.quantity)
+            .bind(hold.expires_at.naive_utc())
+            .bind(hold.expires_at.naive_utc())
+            .bind(to.0)
+            .execute(&mut *conn)
+            .await?;
+    }
     Ok(None)
 }
 

@@ -23,12 +23,20 @@ pub const RECLAIM_LOCK: &str = "SELECT remaining, held, reclaimed_until, waiting
 /// Sent after the lock, so its `now` is later than every watermark written
 /// before; it is also the statement that counts, with that very `now`.
 /// The first plain read of the transaction: its snapshot follows the lock.
-pub const RECLAIM_COUNT: &str = "SELECT UTC_TIMESTAMP(6), CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM holds \
+/// Then the earliest expiry still counted once the watermark is at that
+/// now, one dive into the same index: the projection's floor, exact
+/// (docs/DESIGN.md, "The projection's floor"). Binds: slot, watermark,
+/// slot, watermark.
+pub const RECLAIM_COUNT: &str = "SELECT UTC_TIMESTAMP(6), CAST(COALESCE(SUM(quantity), 0) AS SIGNED), \
+     (SELECT MIN(expires_at) FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) \
+     WHERE slot_id = ? AND status = 'held' AND expires_at > GREATEST(?, UTC_TIMESTAMP(6))) FROM holds \
      FORCE INDEX (holds_slot_id_status_expires_at_index) \
      WHERE slot_id = ? AND status = 'held' AND expires_at > ? AND expires_at <= UTC_TIMESTAMP(6)";
-/// `GREATEST`: the watermark never moves back, whatever clock fed it.
-pub const RECLAIM_APPLY: &str = "UPDATE slots SET held = held - LEAST(held, ?), \
-     reclaimed_until = GREATEST(reclaimed_until, ?) WHERE id = ?";
+/// `GREATEST`: the watermark never moves back, whatever clock fed it. The
+/// floor is left as it was when the counter counts no hold. Binds: the
+/// earliest counted expiry, expired seats, now, slot.
+pub const RECLAIM_APPLY: &str = "UPDATE slots SET held_expires_min = COALESCE(?, held_expires_min), \
+     held = held - LEAST(held, ?), reclaimed_until = GREATEST(reclaimed_until, ?) WHERE id = ?";
 
 /// The holds a reclaim window gives back: `held` ones of the slot that
 /// expired after the old watermark and at or before the new one (the
@@ -101,11 +109,14 @@ pub(crate) async fn reclaim_locked(
     };
     // Every hold of this slot is inserted, confirmed or cancelled under
     // this lock, so this count cannot miss or double one.
-    let (now, expired): (DateTime<Utc>, i64) = sqlx::query_as(RECLAIM_COUNT)
-        .bind(slot_id.0)
-        .bind(watermark)
-        .fetch_one(&mut *conn)
-        .await?;
+    let (now, expired, floor): (DateTime<Utc>, i64, Option<DateTime<Utc>>) =
+        sqlx::query_as(RECLAIM_COUNT)
+            .bind(slot_id.0)
+            .bind(watermark)
+            .bind(slot_id.0)
+            .bind(watermark)
+            .fetch_one(&mut *conn)
+            .await?;
     if expired > 0 {
         record_window(&mut *conn, slot_id, watermark, now).await?;
     }
@@ -113,6 +124,7 @@ pub(crate) async fn reclaim_locked(
     // The watermark moves to now even when nothing expired: it bounds the
     // projection's scan window.
     sqlx::query(RECLAIM_APPLY)
+        .bind(floor.map(|floor| floor.naive_utc()))
         .bind(expired)
         .bind(now)
         .bind(slot_id.0)

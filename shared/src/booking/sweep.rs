@@ -77,7 +77,9 @@ pub const CHECK_LOCK: &str = "SELECT capacity, remaining, held, reclaimed_until,
 /// holds, those expired since the watermark, the bookings (at most
 /// `capacity` rows), the waiting entries. The slot's history (cancelled
 /// holds, holds expired before the watermark, ended entries) is never
-/// read, however long it is (issue 45).
+/// read, however long it is (issue 45). Last, the earliest expiry the
+/// counter will count, one dive into the same index: the projection's
+/// floor, exact (docs/DESIGN.md, "The projection's floor").
 pub const CHECK_COUNT: &str = concat!(
     "SELECT UTC_TIMESTAMP(6), ",
     "CAST(COALESCE((SELECT SUM(quantity) FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) ",
@@ -91,10 +93,14 @@ pub const CHECK_COUNT: &str = concat!(
     "WHERE slot_id = ? AND status = 'waiting'), 0) AS SIGNED), ",
     "(SELECT MIN(quantity) FROM waitlist_entries ",
     "FORCE INDEX (waitlist_entries_slot_id_status_quantity_id_index) ",
-    "WHERE slot_id = ? AND status = 'waiting')"
+    "WHERE slot_id = ? AND status = 'waiting'), ",
+    "(SELECT MIN(expires_at) FROM holds FORCE INDEX (holds_slot_id_status_expires_at_index) ",
+    "WHERE slot_id = ? AND status = 'held' AND expires_at > GREATEST(?, UTC_TIMESTAMP(6)))"
 );
-/// Writes the true figures; the watermark never moves back.
-pub const CHECK_APPLY: &str = "UPDATE slots SET held = ?, remaining = ?, waiting = ?, waiting_min = ?, \
+/// Writes the true figures; the watermark never moves back. The floor is
+/// left as it was when the counter counts no hold.
+pub const CHECK_APPLY: &str = "UPDATE slots SET held_expires_min = COALESCE(?, held_expires_min), \
+     held = ?, remaining = ?, waiting = ?, waiting_min = ?, \
      reclaimed_until = GREATEST(reclaimed_until, ?), checked_at = ? WHERE id = ?";
 /// Retention (SPEC §9): the slot's holds that ended (cancelled, or expired)
 /// at or before the cutoff and were never a booking, read by a range of
@@ -127,8 +133,16 @@ type CheckLocked = (
     DateTime<Utc>,
 );
 /// [`CHECK_COUNT`]'s row: now, counted, expired, confirmed, waiting,
-/// smallest waiting entry.
-type CheckCounted = (DateTime<Utc>, i64, i64, i64, i64, Option<u32>);
+/// smallest waiting entry, earliest counted expiry.
+type CheckCounted = (
+    DateTime<Utc>,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<u32>,
+    Option<DateTime<Utc>>,
+);
 
 struct Checked {
     reclaimed: u64,
@@ -302,7 +316,7 @@ impl Booking {
         let Some((capacity, remaining, held, watermark, waiting, smallest, starts_at)) = row else {
             return Ok(None);
         };
-        let (now, counted, expired, confirmed, line, line_min): CheckCounted =
+        let (now, counted, expired, confirmed, line, line_min, floor): CheckCounted =
             sqlx::query_as(CHECK_COUNT)
                 .bind(slot_id.0)
                 .bind(watermark)
@@ -311,6 +325,8 @@ impl Booking {
                 .bind(slot_id.0)
                 .bind(slot_id.0)
                 .bind(slot_id.0)
+                .bind(slot_id.0)
+                .bind(watermark)
                 .fetch_one(&mut *tx)
                 .await?;
         // What the counters would be after an ordinary reclaim, and what
@@ -348,6 +364,7 @@ impl Booking {
         let true_remaining = u32::try_from(true_remaining.max(0)).unwrap_or(capacity);
         let waiting = u32::try_from(line).unwrap_or(u32::MAX);
         sqlx::query(CHECK_APPLY)
+            .bind(floor.map(|floor| floor.naive_utc()))
             .bind(u32::try_from(counted).unwrap_or(u32::MAX))
             .bind(true_remaining)
             .bind(waiting)

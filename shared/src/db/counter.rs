@@ -94,15 +94,20 @@ macro_rules! slot_client_seats {
 /// What a client can still book, SIGNED: `remaining − held +
 /// expired-but-counted` (on the UNSIGNED columns a negative intermediate
 /// would be error 1690 and fail the whole list), for a slot aliased `s`.
-/// The expired-but-counted seats are summed per slot, by the hold path's
-/// own index range (`slot_bookable` above), so a page costs one
-/// short dive per slot of the page, whatever the size of the table; and
-/// none for a slot whose counter is 0, which by the counter's definition
-/// counts no hold, expired or not.
+/// The expired-but-counted seats are summed per slot by the hold path's
+/// own index, but only for a slot where some may exist: none for a slot
+/// whose counter is 0, which by the counter's definition counts no hold,
+/// and none for a slot whose floor `held_expires_min` (a lower bound of
+/// its counted holds' expiries) is still ahead: none of them has expired.
+/// The walk itself is no range: in a correlated subquery the optimiser
+/// reads every `held` entry of `(slot_id, status)` and filters, so it
+/// costs the slot's held holds, and the floor is what keeps a page's cost
+/// independent of them (docs/DESIGN.md, "The projection's floor").
 macro_rules! bookable_signed {
     () => {
         concat!(
-            "(CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + IF(s.held = 0, 0, ",
+            "(CAST(s.remaining AS SIGNED) - CAST(s.held AS SIGNED) + ",
+            "IF(s.held = 0 OR s.held_expires_min > UTC_TIMESTAMP(6), 0, ",
             "(SELECT CAST(COALESCE(SUM(x.quantity), 0) AS SIGNED) FROM holds x ",
             "FORCE INDEX (holds_slot_id_status_expires_at_index) WHERE x.slot_id = s.id AND ",
             expired_but_counted!(),

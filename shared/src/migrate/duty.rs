@@ -101,6 +101,18 @@ const BOOKING: &[Grant] = &[
         object: Object::Procedure("hold_confirm"),
         privileges: &["EXECUTE"],
     },
+    // The hold's two claims with the projection's floor
+    // (…_hold_place_floor.sql); `hold_place_simple` and
+    // `hold_claim_waiting` stay for the release before them, during a
+    // deploy.
+    Grant {
+        object: Object::Procedure("hold_place_floor"),
+        privileges: &["EXECUTE"],
+    },
+    Grant {
+        object: Object::Procedure("hold_claim_floor"),
+        privileges: &["EXECUTE"],
+    },
     // Webhooks (SPEC §20): the subscriptions API, the dispatcher's
     // deliveries and the signer's attempts; a subscription's deliveries go
     // with it (the foreign key's cascade) and with their events.

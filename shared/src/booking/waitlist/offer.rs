@@ -52,8 +52,12 @@ pub const OFFER_INSERT: &str = "INSERT INTO holds (slot_id, client_id, entry_id,
 
 /// The seats offered move from the line to the held counter, and the
 /// line's smallest quantity follows what is left of it, in one statement
-/// after the offers.
-pub const OFFER_COUNT: &str = "UPDATE slots SET held = held + ?, waiting = waiting - LEAST(waiting, ?), \
+/// after the offers; the projection's floor goes down to the offers'
+/// earliest expiry (set there on an empty counter, as the
+/// hold's claim does; docs/DESIGN.md, "The projection's floor").
+pub const OFFER_COUNT: &str = "UPDATE slots SET held_expires_min = \
+     LEAST(IF(held = 0, TIMESTAMP'9999-12-31 00:00:00', held_expires_min), ?), \
+     held = held + ?, waiting = waiting - LEAST(waiting, ?), \
      waiting_min = (SELECT MIN(quantity) FROM waitlist_entries WHERE slot_id = ? AND status = 'waiting'), \
      updated_at = GREATEST(updated_at, UTC_TIMESTAMP(6)) WHERE id = ?";
 /// The entry offered, at its hold's making.
@@ -126,6 +130,7 @@ pub(crate) async fn offer_to(
     expire_entries(conn, slot, &revoked, events).await?;
     let ttl = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
     let mut seats = 0u32;
+    let mut earliest = None;
     while free > 0 {
         // The next entry, then its hold: none picked, none fits.
         let Some(picked) = sqlx::query_as::<_, Picked>(OFFER_PICK)
@@ -164,12 +169,15 @@ pub(crate) async fn offer_to(
             .execute(&mut *conn)
             .await?;
         seats = seats.saturating_add(offered.quantity);
+        earliest =
+            Some(earliest.map_or(hold.expires_at, |e: DateTime<Utc>| e.min(hold.expires_at)));
         events.push(entry_event(EventType::WaitlistOffered, &offered)?);
         events.push(hold_event(EventType::HoldCreated, &hold)?);
         free = free.saturating_sub(offered.quantity);
     }
-    if seats > 0 {
+    if let Some(earliest) = earliest {
         sqlx::query(OFFER_COUNT)
+            .bind(earliest.naive_utc())
             .bind(seats)
             .bind(seats)
             .bind(slot.0)
