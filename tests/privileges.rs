@@ -34,6 +34,10 @@ const BOOKING: &[(&str, &[&str])] = &[
     ("events", ROWS),
     ("event_feed", &["SELECT", "UPDATE"]),
     ("sweep_reports", &["SELECT", "UPDATE"]),
+    // Webhooks (SPEC §20): the subscriptions API, the dispatcher and the
+    // delivery worker.
+    ("webhook_subscriptions", ROWS),
+    ("webhook_deliveries", ROWS),
 ];
 
 /// What the client administration user may do; nothing on any other.
