@@ -202,11 +202,11 @@ mod tests {
         // ALTER; hold_place, hold_confirm and hold_place_simple: one
         // procedure each; holds_ended_at: an ALTER and an index;
         // client_allowances_checked_at and client_cancellations: one ALTER
-        // each; webhooks: two tables.
+        // each; webhooks: two tables; webhook_deleted_at: one ALTER.
         assert_eq!(
             counts,
             vec![
-                2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1, 3, 1, 1, 1, 1, 1, 2, 1, 1, 2
+                2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1, 3, 1, 1, 1, 1, 1, 2, 1, 1, 2, 1
             ]
         );
     }

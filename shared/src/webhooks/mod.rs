@@ -8,7 +8,7 @@
 //! - [`event_types`]: which events a subscription asks for.
 //! - [`subscription`]: the resource and its row; [`input`]: the bodies
 //!   that make and change one; [`store`]: the transactions that do;
-//!   [`page`]: listing them.
+//!   [`page`]: listing them; [`remove`]: deleting one in bounded steps.
 //!
 //! Knows nothing of HTTP, like `clients`.
 
@@ -16,6 +16,7 @@ pub mod address;
 pub mod event_types;
 pub mod input;
 pub mod page;
+pub mod remove;
 pub mod secret;
 pub mod store;
 pub mod subscription;
