@@ -14,7 +14,9 @@
 //!    first): `deleted_at`, `status = 'disabled'` (a claim sends only for
 //!    an enabled subscription), `scanned_through` past any sequence (the
 //!    dispatcher picks only a subscription the feed has moved past, so
-//!    none writes a delivery for it again), and the secrets dropped. Once
+//!    none writes a delivery for it again; and retention, which waits for
+//!    the least `scanned_through`, never waits for it), and the secrets
+//!    dropped. Once
 //!    it commits, no worker claims a delivery of it; an attempt claimed
 //!    before can still be on the wire (nothing can recall it) and its
 //!    record finds its row gone or ends it. The subscription now exists
