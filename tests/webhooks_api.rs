@@ -144,7 +144,8 @@ async fn a_subscription_is_made_read_changed_rotated_and_deleted_and_its_secret_
         (FIELDS.to_vec(), made["id"].clone())
     );
     assert_eq!(get(&app, &shop, &id).await.0, 404);
-    assert_eq!(delete(&app, &shop, &id).await.0, 404);
+    // A retry after a lost answer finds it done (tests/webhooks_delete.rs).
+    assert_eq!(delete(&app, &shop, &id).await, (200, gone));
     assert_eq!(rotate(&app, &shop, &id).await.0, 404);
 }
 

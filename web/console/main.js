@@ -10,6 +10,7 @@ import * as holds from './holds.js';
 import * as detail from './detail.js';
 import * as admin from './admin.js';
 import * as clients from './clients.js';
+import * as webhooks from './webhooks.js';
 
 let session = 0; // bumped whenever the key changes or goes
 let role = null;
@@ -38,6 +39,7 @@ function init() {
   });
   $('tab-week').addEventListener('click', () => showTab('week'));
   $('tab-clients').addEventListener('click', () => showTab('clients'));
+  $('tab-webhooks').addEventListener('click', () => showTab('webhooks'));
   $('week-prev').addEventListener('click', () => navigate(() => week.shift(-1)));
   $('week-next').addEventListener('click', () => navigate(() => week.shift(1)));
   $('week-today').addEventListener('click', () => navigate(() => week.show(new Date())));
@@ -49,6 +51,7 @@ function init() {
   detail.init();
   admin.init();
   clients.init();
+  webhooks.init();
   if (getKey()) start();
 }
 
@@ -117,6 +120,7 @@ async function start() {
   $('key-state').textContent = 'A key is in use (kept in this tab only).';
   for (const node of document.querySelectorAll('.admin-only')) node.hidden = role !== 'admin';
   $('tab-clients').hidden = role !== 'admin';
+  $('tab-webhooks').hidden = false;
   $('intro').hidden = true;
   showTab('week');
   showMessage(`Key accepted: ${role}.`, 'ok');
@@ -134,6 +138,7 @@ function stopAll() {
   detail.close(false);
   week.clear();
   clients.clear();
+  webhooks.clear();
 }
 
 /** Forgets the key and everything shown with it. */
@@ -147,25 +152,28 @@ function forget() {
   $('week-live').textContent = LIVE_TEXT.none;
   $('key').value = '';
   $('tab-clients').hidden = true;
+  $('tab-webhooks').hidden = true;
   for (const node of document.querySelectorAll('.admin-only')) node.hidden = true;
   $('week-page').hidden = true;
   $('clients').hidden = true;
+  $('webhooks').hidden = true;
   $('intro').hidden = false;
   setPressed('week');
 }
 
 function setPressed(tab) {
-  $('tab-week').setAttribute('aria-pressed', String(tab === 'week'));
-  $('tab-clients').setAttribute('aria-pressed', String(tab === 'clients'));
+  for (const name of ['week', 'clients', 'webhooks']) $(`tab-${name}`).setAttribute('aria-pressed', String(tab === name));
 }
 
-function showTab(tab) {
+function showTab(wanted) {
   if (role === null) return;
-  const clientsTab = tab === 'clients' && role === 'admin';
-  $('week-page').hidden = clientsTab;
-  $('clients').hidden = !clientsTab;
-  setPressed(clientsTab ? 'clients' : 'week');
-  if (clientsTab) clients.reload();
+  const tab = wanted === 'clients' && role !== 'admin' ? 'week' : wanted;
+  $('week-page').hidden = tab !== 'week';
+  $('clients').hidden = tab !== 'clients';
+  $('webhooks').hidden = tab !== 'webhooks';
+  setPressed(tab);
+  if (tab === 'clients') clients.reload();
+  if (tab === 'webhooks') webhooks.reload();
 }
 
 if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);

@@ -344,6 +344,8 @@ async function console_(browser) {
     "a client named like markup shows as text",
   );
 
+  await webhooks(a, b);
+
   // The key lives in the tab's sessionStorage, nowhere else.
   for (const [who, { context, page }, key] of [
     ["admin", admin, adminKey],
@@ -355,6 +357,76 @@ async function console_(browser) {
   }
   await admin.context.close();
   await booker.context.close();
+}
+
+/// The webhooks page (SPEC §23.7): the admin makes a subscription to a
+/// receiver on 127.0.0.1 (make dev allows http and private addresses; it
+/// need not answer to be made), sees its secret once, disables, enables,
+/// rotates and deletes it. Each secret joins the keys no URL, console
+/// message or log line may hold.
+async function webhooks(a, b) {
+  await a.click("#tab-webhooks");
+  check(await a.isVisible("#webhook-form"), "the webhooks page opens");
+  const described = `<b>made in the console</b> ${Date.now()}`;
+  await a.fill("#webhook-url", "http://127.0.0.1:9/console-test-hook");
+  await a.fill("#webhook-types", "hold.*, waitlist.offered");
+  await a.fill("#webhook-description", described);
+  const made = a.waitForResponse((r) => r.url() === `${base}/webhooks` && r.request().method() === "POST");
+  await a.click("#webhook-create");
+  const answer = await made;
+  const hook = await answer.json();
+  check(answer.status() === 201 && typeof hook.secret === "string", "the admin creates a webhook on 127.0.0.1 (201)");
+  createdKeys.push(hook.secret);
+  check((await a.inputValue("#webhook-secret")) === hook.secret, "... and its secret is shown");
+  const row = `#webhook-list [data-webhook-id="${hook.id}"]`;
+  await a.waitForSelector(row, { timeout: 10000 });
+  check(
+    (await a.textContent(row)).includes(described) && (await a.$$("#webhook-list b")).length === 0,
+    "the webhook is listed, its description as text",
+  );
+  check(
+    (await a.textContent(row)).includes("hold.*, waitlist.offered"),
+    "... with its event types",
+  );
+  await screenshot(a, "admin-webhooks");
+  await accessible(a, "the console (admin, webhooks)");
+  const read = await api("GET", `/webhooks/${hook.id}`, adminKey);
+  check(read.status === 200 && !("secret" in read.body), "the API shows the secret no more");
+
+  await a.click(`${row} .webhook-toggle`);
+  await a.waitForSelector(`${row}[data-status="disabled"]`, { timeout: 10000 });
+  check((await a.textContent(`${row} .webhook-status`)).includes("by its client"), "disabled from the console");
+  await a.click(`${row} .webhook-toggle`);
+  await a.waitForSelector(`${row}[data-status="enabled"]`, { timeout: 10000 });
+  check(true, "... and enabled again");
+
+  const rotating = a.waitForResponse((r) => r.url() === `${base}/webhooks/${hook.id}/secret`);
+  await a.click(`${row} .webhook-rotate`);
+  const rotated = await (await rotating).json();
+  createdKeys.push(rotated.secret);
+  check(
+    rotated.secret !== hook.secret && (await a.inputValue("#webhook-secret")) === rotated.secret,
+    "the secret is rotated and the new one shown",
+  );
+
+  // A booker's page lists only its own: none of the admin's.
+  const listed = b.waitForResponse((r) => r.url() === `${base}/webhooks` && r.request().method() === "GET");
+  await b.click("#tab-webhooks");
+  check((await listed).status() === 200, "a booker's webhooks page lists its own");
+  await b.waitForSelector("#webhook-empty:not([hidden])", { timeout: 10000 });
+  check((await b.$$("#webhook-list [data-webhook-id]")).length === 0, "a booker sees none of the admin's webhooks");
+  await accessible(b, "the console (booker, webhooks)");
+
+  const deleting = a.waitForResponse(
+    (r) => r.url() === `${base}/webhooks/${hook.id}` && r.request().method() === "DELETE",
+  );
+  await a.click(`${row} .webhook-delete`);
+  check((await deleting).status() === 200, "the webhook is deleted (200)");
+  await a.waitForSelector(row, { state: "detached", timeout: 10000 });
+  check(await a.isHidden("#webhook-secret-box"), "... gone from the list, its secret no longer shown");
+  check((await api("GET", `/webhooks/${hook.id}`, adminKey)).status === 404, "... and from the API");
+  await a.click("#tab-week");
+  await b.click("#tab-week");
 }
 
 async function docs(browser) {

@@ -75,7 +75,7 @@ impl Asset {
 
 /// The console: the page at `/console`, every other file at
 /// `/console/{name}` (the tests below hold this list to `web/console/`).
-pub static CONSOLE: [Asset; 12] = [
+pub static CONSOLE: [Asset; 13] = [
     asset!("console", "index.html"),
     asset!("console", "console.css"),
     asset!("console", "icon.svg"),
@@ -88,6 +88,7 @@ pub static CONSOLE: [Asset; 12] = [
     asset!("console", "detail.js"),
     asset!("console", "admin.js"),
     asset!("console", "clients.js"),
+    asset!("console", "webhooks.js"),
 ];
 
 /// The reference: Redoc's standalone bundle (`web/package-lock.json` pins

@@ -203,12 +203,12 @@ mod tests {
         // procedure each; holds_ended_at: an ALTER and an index;
         // client_allowances_checked_at and client_cancellations: one ALTER
         // each; webhooks: two tables; held_expires_min: one ALTER;
-        // hold_place_floor: two procedures; webhook_last_delivered: one
-        // ALTER.
+        // hold_place_floor: two procedures; webhook_last_delivered and
+        // webhook_deleted_at: one ALTER each.
         assert_eq!(
             counts,
             vec![
-                2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1, 3, 1, 1, 1, 1, 1, 2, 1, 1, 2, 1, 2, 1
+                2, 3, 1, 3, 1, 1, 3, 1, 2, 2, 2, 2, 1, 3, 1, 1, 1, 1, 1, 2, 1, 1, 2, 1, 2, 1, 1
             ]
         );
     }

@@ -35,9 +35,11 @@ pub const DISPATCH_PICK: &str = "SELECT s.id FROM webhook_subscriptions s \
      ORDER BY s.id LIMIT ?";
 /// The subscription's row, first: dispatchers of one subscription, its
 /// claims and its recorded attempts go one at a time (the lock order:
-/// this row, then its deliveries).
+/// this row, then its deliveries). A subscription being deleted
+/// (`remove.rs` marks it under this lock, its cursor past the feed) is
+/// none: a pass that picked it before the mark finds nothing to do.
 pub const DISPATCH_LOCK: &str = "SELECT client_id, event_types, scanned_through \
-     FROM webhook_subscriptions WHERE id = ? FOR UPDATE";
+     FROM webhook_subscriptions WHERE id = ? AND deleted_at IS NULL FOR UPDATE";
 /// Whose feed it reads. A plain read, after the lock.
 pub const CLIENT_ROLE: &str = "SELECT role FROM api_clients WHERE id = ?";
 /// Whether the subject has a pending delivery: its latest one's status.

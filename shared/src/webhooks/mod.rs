@@ -8,7 +8,7 @@
 //! - [`event_types`]: which events a subscription asks for.
 //! - [`subscription`]: the resource and its row; [`input`]: the bodies
 //!   that make and change one; [`store`]: the transactions that do;
-//!   [`page`]: listing them.
+//!   [`page`]: listing them; [`remove`]: deleting one in bounded steps.
 //! - The delivery engine (docs/DESIGN.md, "Webhooks: the delivery
 //!   protocol"): [`dispatch`] turns the feed into deliveries, [`claim`]
 //!   leases due heads, [`prepare`] signs a request, [`send`] sends it,
@@ -28,6 +28,7 @@ pub mod page;
 pub mod prepare;
 pub mod prune;
 pub mod record;
+pub mod remove;
 pub mod secret;
 pub mod send;
 pub mod settings;

@@ -25,11 +25,14 @@ pub const DEFAULT_WEBHOOKS: u32 = 100;
 const VERSION: u8 = 1;
 const LABEL: &[u8] = b"slot-booking webhooks cursor";
 
-const PAGE_ALL: &str = concat!(subscription_columns!(), " WHERE id > ? ORDER BY id LIMIT ?");
+const PAGE_ALL: &str = concat!(
+    subscription_columns!(),
+    " WHERE id > ? AND deleted_at IS NULL ORDER BY id LIMIT ?"
+);
 /// One client's, on `(client_id, id)`.
 const PAGE_CLIENT: &str = concat!(
     subscription_columns!(),
-    " WHERE client_id = ? AND id > ? ORDER BY id LIMIT ?"
+    " WHERE client_id = ? AND id > ? AND deleted_at IS NULL ORDER BY id LIMIT ?"
 );
 
 /// Where a page starts: after this subscription.

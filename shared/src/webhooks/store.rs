@@ -1,4 +1,4 @@
-//! The transactions of `/webhooks`: make, read, change, delete a
+//! The transactions of `/webhooks`: make, read, change a
 //! subscription and rotate its secret. A subscription that is not the
 //! caller's (and the caller no admin) does not exist for it: 404, as a
 //! missing one (SPEC §8's ownership).
@@ -22,8 +22,16 @@ use sqlx::{Connection, MySqlConnection};
 use tokio::time::Instant;
 use url::Url;
 
-pub(super) const FIND: &str = concat!(subscription_columns!(), " WHERE id = ?");
-const LOCK: &str = concat!(subscription_columns!(), " WHERE id = ? FOR UPDATE");
+/// A deleted subscription (`remove.rs`) exists for no route but a
+/// retried DELETE.
+pub(super) const FIND: &str = concat!(
+    subscription_columns!(),
+    " WHERE id = ? AND deleted_at IS NULL"
+);
+const LOCK: &str = concat!(
+    subscription_columns!(),
+    " WHERE id = ? AND deleted_at IS NULL FOR UPDATE"
+);
 
 /// The limit's lock: the owner's `api_clients` row, exclusively. Two
 /// creates for one client queue here, so the second counts the first's row
@@ -36,7 +44,8 @@ const LOCK: &str = concat!(subscription_columns!(), " WHERE id = ? FOR UPDATE");
 /// lock: a key still trusted by an environment's cache after a revocation
 /// makes nothing.
 const LOCK_OWNER: &str = "SELECT revoked_at IS NULL FROM api_clients WHERE id = ? FOR UPDATE";
-const COUNT: &str = "SELECT COUNT(*) FROM webhook_subscriptions WHERE client_id = ?";
+const COUNT: &str =
+    "SELECT COUNT(*) FROM webhook_subscriptions WHERE client_id = ? AND deleted_at IS NULL";
 /// Where the new subscription's scan of the feed starts: it receives the
 /// events sequenced after its creation.
 const FEED_HEAD: &str = "SELECT sequenced_through FROM event_feed WHERE id = 1";
@@ -57,7 +66,6 @@ const APPLY: &str = "UPDATE webhook_subscriptions SET \
      status = COALESCE(?, status), \
      updated_at = UTC_TIMESTAMP(6) \
      WHERE id = ?";
-const DELETE: &str = "DELETE FROM webhook_subscriptions WHERE id = ?";
 /// The current secret becomes the previous one, which keeps signing for
 /// 24 h (SPEC §20); a previous one still live is dropped.
 const ROTATE: &str = "UPDATE webhook_subscriptions SET previous_sealed = secret_sealed, \
@@ -112,26 +120,6 @@ impl Webhooks {
         let mut sent = false;
         db::transact!(&self.pool, "webhook patch", deadline, |conn| {
             patch_once(&mut conn, caller, id, patch, &mut sent).await
-        })
-        .map_err(|err| db::unknown_if(sent, err))
-    }
-
-    /// `DELETE /webhooks/{id}` → the subscription as it was. Its
-    /// deliveries go with it (the foreign key's cascade).
-    pub async fn delete(
-        &self,
-        caller: &Caller,
-        id: WebhookId,
-        deadline: Instant,
-    ) -> Result<Subscription, Error> {
-        let mut sent = false;
-        db::transact!(&self.pool, "webhook delete", deadline, |conn| {
-            let mut tx = conn.begin().await?;
-            let gone = find(&mut tx, caller, id, LOCK).await?;
-            sqlx::query(DELETE).bind(id.0).execute(&mut *tx).await?;
-            sent = true;
-            tx.commit().await.map_err(db::unknown_if_lost)?;
-            Ok(gone)
         })
         .map_err(|err| db::unknown_if(sent, err))
     }
