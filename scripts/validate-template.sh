@@ -3,7 +3,9 @@
 # scripts/check-template-graph.py (the dependency graph the linters do not
 # check: the migrate custom resource's Delete path must outlive it) and
 # scripts/check-template-alarms.py (CloudWatch's 10 metrics per alarm, and
-# an alarm for every function).
+# an alarm for every function) and scripts/check-template-webhooks.py (the
+# webhook sender's role names its log group only; the worker alone invokes
+# it).
 #
 # The tools live in a project-local virtualenv (.venv-sam at the repo root) so
 # the system Python stays untouched and every machine gets the same pinned
@@ -81,3 +83,5 @@ echo "+ check-template-graph.py $TEMPLATE"
 "$VENV/bin/python" "$ROOT/scripts/check-template-graph.py" "$TEMPLATE"
 echo "+ check-template-alarms.py $TEMPLATE"
 "$VENV/bin/python" "$ROOT/scripts/check-template-alarms.py" "$TEMPLATE"
+echo "+ check-template-webhooks.py $TEMPLATE"
+"$VENV/bin/python" "$ROOT/scripts/check-template-webhooks.py" "$TEMPLATE"

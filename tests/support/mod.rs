@@ -10,6 +10,7 @@ pub mod delivery;
 pub mod dev;
 pub mod events;
 pub mod history;
+pub mod invoke_api;
 pub mod keys;
 pub mod line;
 pub mod locks;

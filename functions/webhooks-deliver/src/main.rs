@@ -13,7 +13,8 @@
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::{Value, json};
 use shared::telemetry::{self, Metric};
-use shared::webhooks::{Deliverer, DeliverySettings};
+use shared::webhooks::invoke::{Invoke, SENDER_VARIABLE};
+use shared::webhooks::{Deliverer, DeliverySettings, Sender};
 use std::time::{Duration, SystemTime};
 
 const PAUSE: Duration = Duration::from_secs(1);
@@ -39,7 +40,8 @@ async fn main() -> Result<(), Error> {
     let pool = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(CONNECTIONS)
         .connect_lazy_with(options);
-    let deliverer = &Deliverer::new(pool, settings, key, app.config.webhooks);
+    let sender = sender().await;
+    let deliverer = &Deliverer::sending(pool, settings, key, app.config.webhooks, sender);
     let served = run(service_fn(|event: LambdaEvent<Value>| async move {
         let request_id = event.context.request_id.clone();
         let rounds = rounds(deliverer, event.context.deadline());
@@ -47,6 +49,21 @@ async fn main() -> Result<(), Error> {
     }))
     .await;
     telemetry::exit_on_error(served)
+}
+
+/// On AWS, `WEBHOOK_SENDER_FUNCTION` names the sender function outside
+/// the VPC (which has no route out); unset, requests go out from here
+/// (`make dev`).
+async fn sender() -> Sender {
+    match std::env::var(SENDER_VARIABLE) {
+        Ok(function) if !function.is_empty() => {
+            match Invoke::new(&shared::aws::load().await, &function) {
+                Ok(invoke) => Sender::Invoke(invoke),
+                Err(why) => refuse(&why),
+            }
+        }
+        _ => Sender::Direct,
+    }
 }
 
 fn refuse(why: &str) -> ! {

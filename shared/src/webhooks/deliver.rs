@@ -9,6 +9,7 @@
 
 use super::claim::{Claimed, claim};
 use super::dispatch::{DispatchReport, dispatch};
+use super::invoke::Invoke;
 use super::prepare::{NotSent, prepare};
 use super::prune::prune;
 use super::record::{Recorded, record};
@@ -60,6 +61,17 @@ struct Inner {
     settings: DeliverySettings,
     key: SealKey,
     rules: Rules,
+    sender: Sender,
+}
+
+/// How a signed request leaves: from this process (`make dev`, the
+/// tests), or by the sender function (on AWS, where the VPC has no route
+/// out).
+#[derive(Clone, Debug, Default)]
+pub enum Sender {
+    #[default]
+    Direct,
+    Invoke(Invoke),
 }
 
 /// One attempt's end, for the run's report.
@@ -78,12 +90,24 @@ pub struct Cursors {
 
 impl Deliverer {
     pub fn new(pool: MySqlPool, settings: DeliverySettings, key: SealKey, rules: Rules) -> Self {
+        Self::sending(pool, settings, key, rules, Sender::Direct)
+    }
+
+    /// As [`new`](Self::new), its requests sent by `sender`.
+    pub fn sending(
+        pool: MySqlPool,
+        settings: DeliverySettings,
+        key: SealKey,
+        rules: Rules,
+        sender: Sender,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 pool,
                 settings,
                 key,
                 rules,
+                sender,
             }),
         }
     }
@@ -128,7 +152,8 @@ impl Deliverer {
     }
 
     /// The request of one claimed attempt, sent: `None` when it was not
-    /// made for our own trouble (the lease runs out, it is tried again).
+    /// made (or its answer did not come back from the sender function)
+    /// for our own trouble (the lease runs out, it is tried again).
     pub async fn send(&self, claimed: &Claimed) -> Option<Answer> {
         let timeout_ms = self.inner.settings.timeout.as_millis() as u64;
         let timestamp = chrono::Utc::now().timestamp();
@@ -141,7 +166,11 @@ impl Deliverer {
         )
         .await
         {
-            Ok(outgoing) => Some(send(&outgoing).await),
+            Ok(outgoing) => match &self.inner.sender {
+                Sender::Direct => Some(send(&outgoing).await),
+                // `None`: no answer came back; as an unrecorded attempt.
+                Sender::Invoke(invoke) => invoke.send(&outgoing).await,
+            },
             Err(NotSent::Refused(error)) => Some(Answer::refused(error)),
             Err(NotSent::Internal(why)) => {
                 tracing::error!(

@@ -11,7 +11,8 @@
 //!   [`page`]: listing them; [`remove`]: deleting one in bounded steps.
 //! - The delivery engine (docs/DESIGN.md, "Webhooks: the delivery
 //!   protocol"): [`dispatch`] turns the feed into deliveries, [`claim`]
-//!   leases due heads, [`prepare`] signs a request, [`send`] sends it,
+//!   leases due heads, [`prepare`] signs a request, [`send`] sends it (on AWS [`invoke`]
+//!   hands it to the sender function outside the VPC),
 //!   [`record`] records the answer; [`deliver`] runs them in rounds, by
 //!   [`settings`]; [`subject`] says what an event is about; [`prune`]
 //!   deletes ended deliveries whose events the feed no longer keeps.
@@ -24,6 +25,7 @@ pub mod deliver;
 pub mod dispatch;
 pub mod event_types;
 pub mod input;
+pub mod invoke;
 pub mod page;
 pub mod prepare;
 pub mod prune;
@@ -37,7 +39,7 @@ pub mod subject;
 pub mod subscription;
 
 pub use address::{AddressError, Rules, UrlError, check_url, resolve_checked};
-pub use deliver::{Deliverer, RunReport};
+pub use deliver::{Deliverer, RunReport, Sender};
 pub use event_types::EventTypes;
 pub use input::{NewSubscription, SubscriptionPatch};
 pub use page::{WebhookCursor, WebhookPage};
