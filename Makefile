@@ -12,7 +12,7 @@ PORT ?= 9000
 # one request at a time through a single instance would hide every race.
 CONCURRENCY ?= 20
 export DATABASE_URL REDIS_URL
-API_FUNCTIONS := availability hold confirm cancel holds-get holds-find holds-extend holds-move waitlist-join waitlist-get waitlist-leave events-list slots-create slots-get slots-update slots-delete clients-create clients-list clients-revoke clients-update webhooks-create webhooks-list webhooks-get webhooks-update webhooks-delete webhooks-rotate console docs openapi
+API_FUNCTIONS := availability hold confirm cancel holds-get holds-find holds-extend holds-move waitlist-join waitlist-get waitlist-leave events-list slots-create slots-get slots-update slots-delete clients-create clients-list clients-revoke clients-update webhooks-create webhooks-list webhooks-get webhooks-update webhooks-delete webhooks-rotate webhooks-deliveries webhooks-ping console docs openapi
 # What `make dev` serves: the API's routes, API Gateway's `$default` route,
 # the scheduled sweeper, the publisher (which starts only with an
 # EVENT_BUS_NAME; `make dev` never invokes it: no bus runs locally) and the

@@ -159,7 +159,10 @@ impl App {
                 })?,
             );
         }
-        app.webhooks = app.webhooks.with_key(key);
+        let timeout = webhooks::DeliverySettings::from_env()
+            .map_err(|err| StartupError(err.to_string()))?
+            .timeout;
+        app.webhooks = app.webhooks.with_key(key).with_ping_timeout(timeout);
         if let Some(bus) = config::trigger_bus(|key| std::env::var(key).ok()) {
             let client = aws_sdk_eventbridge::Client::new(&app.sdk_config().await);
             app.publish_trigger = Some(events::PublishTrigger::new(client, &bus));

@@ -11,7 +11,7 @@ use tokio::process::{Child, Command};
 /// `$default` route (`not-found`), the scheduled `sweep` and the
 /// publisher, `events-publish` (built, never invoked: no bus runs locally),
 /// and the webhooks' delivery engine, `webhooks-deliver`.
-pub const DEV_FUNCTIONS: [&str; 33] = [
+pub const DEV_FUNCTIONS: [&str; 35] = [
     "availability",
     "hold",
     "confirm",
@@ -38,6 +38,8 @@ pub const DEV_FUNCTIONS: [&str; 33] = [
     "webhooks-update",
     "webhooks-delete",
     "webhooks-rotate",
+    "webhooks-deliveries",
+    "webhooks-ping",
     "console",
     "docs",
     "openapi",

@@ -11,7 +11,7 @@ import { $, el, showError, showMessage, showCreateFailure, formatDate, formatTim
 // null while the API has no such route. With a path, each row gets a
 // "Deliveries" button and the panel #webhook-deliveries lists them
 // (drawDeliveries); without, neither is shown.
-const DELIVERIES_PATH = null; // e.g. (id) => `/webhooks/${idText(id)}/deliveries?limit=20`
+const DELIVERIES_PATH = (id) => `/webhooks/${idText(id)}/deliveries?limit=20`;
 
 let next = null; // the list's next page, or null
 let generation = 0;
@@ -84,6 +84,13 @@ function drawRow(hook) {
       text: enabled ? 'Disable' : 'Enable',
       'aria-label': `${enabled ? 'Disable' : 'Enable'} ${name}`,
       onclick: () => setStatus(hook, enabled ? 'disabled' : 'enabled'),
+    }),
+    el('button', {
+      type: 'button',
+      class: 'webhook-ping',
+      text: 'Ping',
+      'aria-label': `Ping ${name}`,
+      onclick: () => ping(hook),
     }),
     el('button', {
       type: 'button',
@@ -202,6 +209,22 @@ async function setStatus(hook, status) {
   }
 }
 
+/** POST /webhooks/{id}/ping: the receiver's answer, as a message. */
+async function ping(hook) {
+  const mine = keyGeneration();
+  try {
+    const { data } = await request('POST', `/webhooks/${idText(hook.id)}/ping`);
+    if (mine !== keyGeneration()) return;
+    const answer = data.status_code === null || data.status_code === undefined
+      ? `no answer (${String(data.error ?? 'unknown')})`
+      : `HTTP ${String(data.status_code)}`;
+    const ok = typeof data.status_code === 'number' && data.status_code >= 200 && data.status_code < 300;
+    showMessage(`Pinged webhook ${String(hook.id)}: ${answer} in ${String(data.latency_ms ?? '?')} ms.`, ok ? 'ok' : 'error');
+  } catch (error) {
+    if (mine === keyGeneration() && error.status !== 401) showError(error, 'Not pinged:');
+  }
+}
+
 async function rotate(hook) {
   const mine = keyGeneration();
   try {
@@ -258,11 +281,17 @@ function drawDeliveries(deliveries) {
         el('td', { text: String(d.event_type ?? '') }),
         el('td', { text: String(d.status ?? '') }),
         el('td', { text: String(d.attempts ?? '') }),
-        el('td', { text: d.last_status_code === null || d.last_status_code === undefined ? '' : String(d.last_status_code) }),
+        el('td', { text: answerText(d) }),
         el('td', { text: when(d.last_attempt_at) }),
       ]),
     ),
   );
+}
+
+/** The last attempt's status, or why there was none. */
+function answerText(d) {
+  if (d.last_status_code !== null && d.last_status_code !== undefined) return String(d.last_status_code);
+  return d.last_error ? String(d.last_error) : '';
 }
 
 function closeDeliveries() {

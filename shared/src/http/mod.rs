@@ -15,6 +15,7 @@ mod serve;
 mod slot_admin;
 mod slots;
 mod waitlist;
+mod webhook_deliveries;
 mod webhooks;
 
 pub use availability::availability;
@@ -28,6 +29,7 @@ pub use serve::{Handler, PlainHandler, serve, serve_without_app};
 pub use slot_admin::{create_slots, delete_slot, get_slot, update_slot};
 pub use slots::hold;
 pub use waitlist::{get_entry, join_waitlist, leave_waitlist};
+pub use webhook_deliveries::{list_webhook_deliveries, ping_webhook};
 pub use webhooks::{
     create_webhook, delete_webhook, get_webhook, list_webhooks, patch_webhook,
     rotate_webhook_secret,

@@ -6,7 +6,7 @@
 
 /// Every path the API serves (a `{…}` segment stands for one non-empty
 /// segment) and its methods.
-pub const ROUTES: [(&str, &[&str]); 22] = [
+pub const ROUTES: [(&str, &[&str]); 24] = [
     ("/slots/availability", &["GET"]),
     ("/slots", &["POST"]),
     ("/slots/{id}", &["GET", "PATCH", "DELETE"]),
@@ -24,6 +24,8 @@ pub const ROUTES: [(&str, &[&str]); 22] = [
     ("/webhooks", &["GET", "POST"]),
     ("/webhooks/{id}", &["GET", "PATCH", "DELETE"]),
     ("/webhooks/{id}/secret", &["POST"]),
+    ("/webhooks/{id}/deliveries", &["GET"]),
+    ("/webhooks/{id}/ping", &["POST"]),
     ("/console", &["GET"]),
     ("/console/{name}", &["GET"]),
     ("/docs", &["GET"]),

@@ -129,7 +129,7 @@ fn answer(status: StatusCode, outcome: Result<Subscription, Error>) -> HandlerRe
 
 /// The caller, who must have a key: in `open` mode a request without one
 /// is anonymous, who has no webhooks.
-async fn keyed(app: &App, request: &Request) -> Result<Caller, Error> {
+pub(super) async fn keyed(app: &App, request: &Request) -> Result<Caller, Error> {
     let caller = caller(app, request, Needs::Booker).await?;
     if caller.id == ANONYMOUS {
         return Err(Error::Unauthenticated(Unauthenticated::Missing));
@@ -137,7 +137,7 @@ async fn keyed(app: &App, request: &Request) -> Result<Caller, Error> {
     Ok(caller)
 }
 
-fn webhook_id(request: &Request, route: &[&str]) -> Result<WebhookId, Error> {
+pub(super) fn webhook_id(request: &Request, route: &[&str]) -> Result<WebhookId, Error> {
     path_id(request, route)
         .and_then(WebhookId::parse)
         .ok_or(Error::NotFound("webhook"))

@@ -8,7 +8,9 @@
 //! - [`event_types`]: which events a subscription asks for.
 //! - [`subscription`]: the resource and its row; [`input`]: the bodies
 //!   that make and change one; [`store`]: the transactions that do;
-//!   [`page`]: listing them; [`remove`]: deleting one in bounded steps.
+//!   [`page`]: listing them; [`remove`]: deleting one in bounded steps;
+//!   [`deliveries`]: a subscription's deliveries; [`ping`]: a
+//!   `webhook.ping` sent now.
 //! - The delivery engine (docs/DESIGN.md, "Webhooks: the delivery
 //!   protocol"): [`dispatch`] turns the feed into deliveries, [`claim`]
 //!   leases due heads, [`prepare`] signs a request, [`send`] sends it (on AWS [`invoke`]
@@ -22,11 +24,13 @@
 pub mod address;
 pub mod claim;
 pub mod deliver;
+pub mod deliveries;
 pub mod dispatch;
 pub mod event_types;
 pub mod input;
 pub mod invoke;
 pub mod page;
+pub mod ping;
 pub mod prepare;
 pub mod prune;
 pub mod record;
@@ -40,6 +44,7 @@ pub mod subscription;
 
 pub use address::{AddressError, Rules, UrlError, check_url, resolve_checked};
 pub use deliver::{Deliverer, RunReport, Sender};
+pub use deliveries::{Delivery, DeliveryCursor, DeliveryPage};
 pub use event_types::EventTypes;
 pub use input::{NewSubscription, SubscriptionPatch};
 pub use page::{WebhookCursor, WebhookPage};
@@ -58,6 +63,9 @@ pub struct Webhooks {
     /// `WEBHOOK_SECRET_KEY`; `None` in a function that was given none: it
     /// may list and change subscriptions, not make or rotate a secret.
     pub(crate) key: Option<SealKey>,
+    /// How long a ping waits for the receiver: `WEBHOOK_TIMEOUT_MS`, as
+    /// every delivery.
+    pub(crate) ping_timeout: std::time::Duration,
 }
 
 impl Webhooks {
@@ -66,6 +74,16 @@ impl Webhooks {
             pool,
             rules,
             key: None,
+            ping_timeout: DeliverySettings::default().timeout,
+        }
+    }
+
+    /// A ping waits `timeout` for the receiver (the cold start sets
+    /// `WEBHOOK_TIMEOUT_MS`'s).
+    pub fn with_ping_timeout(self, timeout: std::time::Duration) -> Self {
+        Self {
+            ping_timeout: timeout,
+            ..self
         }
     }
 

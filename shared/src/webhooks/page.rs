@@ -41,28 +41,37 @@ pub struct WebhookCursor(pub WebhookId);
 
 impl WebhookCursor {
     pub fn encode(&self) -> String {
-        let mut bytes = vec![VERSION];
-        bytes.extend_from_slice(&self.0.0.to_be_bytes());
-        let tag = tag(&bytes);
-        bytes.extend_from_slice(&tag);
-        URL_SAFE_NO_PAD.encode(bytes)
+        encode_position(LABEL, self.0.0)
     }
 
     /// `None` for anything this server did not issue.
     pub fn decode(raw: &str) -> Option<Self> {
-        let bytes = URL_SAFE_NO_PAD.decode(raw).ok()?;
-        let (payload, got) = bytes.split_at_checked(9)?;
-        if payload[0] != VERSION || got != tag(payload) {
-            return None;
-        }
-        let id = u64::from_be_bytes(payload[1..9].try_into().ok()?);
-        Some(Self(WebhookId(id)))
+        decode_position(LABEL, raw).map(|id| Self(WebhookId(id)))
     }
 }
 
-fn tag(payload: &[u8]) -> [u8; 4] {
+/// A position in a keyset page, versioned and tagged under `label` (each
+/// listing its own: one's cursor is refused by another).
+pub(super) fn encode_position(label: &[u8], position: u64) -> String {
+    let mut bytes = vec![VERSION];
+    bytes.extend_from_slice(&position.to_be_bytes());
+    let tag = tag(label, &bytes);
+    bytes.extend_from_slice(&tag);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+pub(super) fn decode_position(label: &[u8], raw: &str) -> Option<u64> {
+    let bytes = URL_SAFE_NO_PAD.decode(raw).ok()?;
+    let (payload, got) = bytes.split_at_checked(9)?;
+    if payload[0] != VERSION || got != tag(label, payload) {
+        return None;
+    }
+    Some(u64::from_be_bytes(payload[1..9].try_into().ok()?))
+}
+
+fn tag(label: &[u8], payload: &[u8]) -> [u8; 4] {
     let digest = Sha256::new()
-        .chain_update(LABEL)
+        .chain_update(label)
         .chain_update(payload)
         .finalize();
     let mut tag = [0; 4];

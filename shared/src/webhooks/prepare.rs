@@ -29,8 +29,41 @@ pub async fn prepare(
     timeout_ms: u64,
     timestamp: i64,
 ) -> Result<Outgoing, NotSent> {
-    let url =
-        Url::parse(&claimed.url).map_err(|_| NotSent::Refused(SendError::ConnectionFailed))?;
+    let body = serde_json::to_string(&claimed.event)
+        .map_err(|err| NotSent::Internal(format!("the event does not serialise: {err}")))?;
+    let request = Request {
+        url: &claimed.url,
+        secret_sealed: &claimed.secret_sealed,
+        previous_sealed: claimed.previous_sealed.as_deref(),
+        // `webhook-id`: the event's id, the same on every attempt.
+        id: claimed.event.id.to_string(),
+        body,
+    };
+    sign(request, key, rules, timeout_ms, timestamp).await
+}
+
+/// What a signed request is made of: the subscription's URL and sealed
+/// secrets (the previous one only while it still signs), the
+/// `webhook-id` and the body. A delivery's comes from its claim, a ping's
+/// (`ping.rs`) from the subscription.
+pub struct Request<'a> {
+    pub url: &'a str,
+    pub secret_sealed: &'a [u8],
+    pub previous_sealed: Option<&'a [u8]>,
+    pub id: String,
+    pub body: String,
+}
+
+/// `request` signed, to the checked address of the URL's host, resolved
+/// now (an address refused here is refused as an attempt's would be).
+pub async fn sign(
+    request: Request<'_>,
+    key: &SealKey,
+    rules: &Rules,
+    timeout_ms: u64,
+    timestamp: i64,
+) -> Result<Outgoing, NotSent> {
+    let url = Url::parse(request.url).map_err(|_| NotSent::Refused(SendError::ConnectionFailed))?;
     let addresses = resolve_checked(&url, rules).await.map_err(|err| {
         NotSent::Refused(match err.code() {
             "address_not_allowed" => SendError::AddressNotAllowed,
@@ -39,18 +72,15 @@ pub async fn prepare(
     })?;
     let address = addresses[0];
     let current = key
-        .unseal(&claimed.secret_sealed)
+        .unseal(request.secret_sealed)
         .map_err(|err| NotSent::Internal(format!("the secret does not open: {err}")))?;
-    let previous = match &claimed.previous_sealed {
+    let previous = match request.previous_sealed {
         Some(sealed) => Some(key.unseal(sealed).map_err(|err| {
             NotSent::Internal(format!("the previous secret does not open: {err}"))
         })?),
         None => None,
     };
-    let body = serde_json::to_string(&claimed.event)
-        .map_err(|err| NotSent::Internal(format!("the event does not serialise: {err}")))?;
-    // `webhook-id`: the event's id, the same on every attempt.
-    let id = claimed.event.id.to_string();
+    let Request { id, body, .. } = request;
     let signature = signature_header(&current, previous.as_ref(), &id, timestamp, body.as_bytes());
     Ok(Outgoing {
         url: url.to_string(),

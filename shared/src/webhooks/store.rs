@@ -246,7 +246,7 @@ async fn patch_once(
 
 /// One subscription by `sql` ([`FIND`] or [`LOCK`]), if the caller may
 /// see it; else, as for a missing one, 404.
-async fn find(
+pub(super) async fn find(
     conn: &mut MySqlConnection,
     caller: &Caller,
     id: WebhookId,
