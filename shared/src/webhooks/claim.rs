@@ -14,7 +14,7 @@
 //! value is the claim's token: an attempt is recorded only where
 //! `leased_until` is still the one it got (`record.rs`).
 
-use super::record::expire;
+use super::heads::expire;
 use super::settings::DeliverySettings;
 use crate::error::Error;
 use crate::events::{Event, event_by_id};

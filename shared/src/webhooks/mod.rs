@@ -15,7 +15,7 @@
 //!   protocol"): [`dispatch`] turns the feed into deliveries, [`claim`]
 //!   leases due heads, [`prepare`] signs a request, [`send`] sends it (on AWS [`invoke`]
 //!   hands it to the sender function outside the VPC),
-//!   [`record`] records the answer; [`deliver`] runs them in rounds, by
+//!   [`record`] records the answer ([`heads`]: an ended head's successor); [`deliver`] runs them in rounds, by
 //!   [`settings`]; [`subject`] says what an event is about; [`prune`]
 //!   deletes ended deliveries whose events the feed no longer keeps.
 //!
@@ -27,6 +27,7 @@ pub mod deliver;
 pub mod deliveries;
 pub mod dispatch;
 pub mod event_types;
+pub mod heads;
 pub mod input;
 pub mod invoke;
 pub mod page;

@@ -11,6 +11,7 @@
 //! claimed again) records nothing.
 
 use super::claim::Claimed;
+use super::heads::promote;
 use super::send::{Answer, SendError};
 use super::settings::DeliverySettings;
 use crate::error::Error;
@@ -30,17 +31,6 @@ pub const RECORD_FAILED: &str = "UPDATE webhook_deliveries SET status = 'failed'
      attempts = attempts + 1, last_status_code = ?, last_error = ?, last_attempt_at = ?, \
      next_attempt_at = NULL, leased_until = NULL \
      WHERE id = ? AND status = 'pending' AND leased_until = ?";
-/// A head whose event retention deleted (`claim.rs`): no attempt made.
-pub const RECORD_EXPIRED: &str = "UPDATE webhook_deliveries SET status = 'failed', \
-     last_error = 'expired', next_attempt_at = NULL, leased_until = NULL \
-     WHERE id = ? AND status = 'pending'";
-/// The subject's next delivery, behind the one that ended: pending (a
-/// subject's deliveries end in order), and now its head.
-pub const PROMOTE_NEXT: &str = "SELECT id FROM webhook_deliveries \
-     FORCE INDEX (webhook_deliveries_subscription_id_subject_seq_index) \
-     WHERE subscription_id = ? AND subject = ? AND seq > ? ORDER BY seq LIMIT 1";
-pub const PROMOTE: &str = "UPDATE webhook_deliveries SET next_attempt_at = ? \
-     WHERE id = ? AND status = 'pending' AND next_attempt_at IS NULL";
 pub const SUBSCRIPTION_DELIVERED: &str =
     "UPDATE webhook_subscriptions SET last_delivered_at = ? WHERE id = ?";
 pub const SUBSCRIPTION_DISABLE: &str = "UPDATE webhook_subscriptions SET status = 'disabled', \
@@ -183,51 +173,5 @@ async fn disable(
         .bind(subscription)
         .execute(&mut *tx)
         .await?;
-    Ok(())
-}
-
-/// Ends a head whose event retention deleted (`failed`, `expired`, no
-/// attempt made) and promotes the subject's next delivery. In the
-/// caller's transaction, under the subscription's lock.
-pub(super) async fn expire(
-    tx: &mut MySqlConnection,
-    subscription: u64,
-    delivery: u64,
-    subject: &str,
-    seq: u64,
-    now: DateTime<Utc>,
-) -> Result<(), Error> {
-    let done = sqlx::query(RECORD_EXPIRED)
-        .bind(delivery)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    if done == 1 {
-        promote(tx, subscription, subject, seq, now).await?;
-    }
-    Ok(())
-}
-
-/// The subject's next delivery (if any) becomes its head, due now.
-async fn promote(
-    tx: &mut MySqlConnection,
-    subscription: u64,
-    subject: &str,
-    seq: u64,
-    now: DateTime<Utc>,
-) -> Result<(), Error> {
-    let next: Option<u64> = sqlx::query_scalar(PROMOTE_NEXT)
-        .bind(subscription)
-        .bind(subject)
-        .bind(seq)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if let Some(next) = next {
-        sqlx::query(PROMOTE)
-            .bind(now)
-            .bind(next)
-            .execute(&mut *tx)
-            .await?;
-    }
     Ok(())
 }
