@@ -21,6 +21,9 @@ shift 2
 export WEBHOOK_ALLOW_HTTP="${WEBHOOK_ALLOW_HTTP:-true}"
 export WEBHOOK_ALLOW_PRIVATE="${WEBHOOK_ALLOW_PRIVATE:-true}"
 export WEBHOOK_SECRET_KEY="${WEBHOOK_SECRET_KEY:-bWFrZS1kZXYgd2ViaG9vayBzZWFsIGtleSAoZGV2ISk=}"
+# Runs of the delivery engine of 2 s, not AWS's 60: invoked back to back
+# (webhooks, below), and a stop waits for the run in flight (stop, below).
+export WEBHOOK_RUN_SECONDS="${WEBHOOK_RUN_SECONDS:-2}"
 
 # No `--timeout`: cargo-lambda 1.9.2 wraps its whole app, the Lambda Runtime
 # API included, in that time-out, so an idle instance's long-poll for its
@@ -57,8 +60,12 @@ sweeper() {
         echo "dev: serving http://127.0.0.1:$port; API keys (. ./${DEV_KEYS_FILE:-.dev-keys.env}):"
         grep -E '^[A-Z_]+=' "${DEV_KEYS_FILE:-.dev-keys.env}" | sed 's/^/dev:   /'
     fi
-    local next=$SECONDS out
-    while kill -0 "$watch" 2>/dev/null; do
+    # TERM (stop, below) ends the loop after the invocation in flight:
+    # killed while it waits, the client would leave the invocation to an
+    # instance whose answer no one takes (the emulator's 500, an ERROR).
+    local next=$SECONDS out stopping=""
+    trap 'stopping=1' TERM
+    while [ -z "$stopping" ] && kill -0 "$watch" 2>/dev/null; do
         if out=$(cargo lambda invoke sweep --invoke-address 127.0.0.1 --invoke-port "$port" \
             --data-file tests/fixtures/eventbridge_scheduled.json 2>&1); then
             echo "dev: sweep invoked: $(tr -d '\n' <<<"$out")"
@@ -67,7 +74,9 @@ sweeper() {
         fi
         # Every 60 s from the previous start, however long the run took.
         next=$((next + 60))
-        while [ "$SECONDS" -lt "$next" ] && kill -0 "$watch" 2>/dev/null; do sleep 1; done
+        while [ -z "$stopping" ] && [ "$SECONDS" -lt "$next" ] && kill -0 "$watch" 2>/dev/null; do
+            sleep 1
+        done
     done
 }
 sweeper &
@@ -75,17 +84,17 @@ sweeper_pid=$!
 
 webhooks() {
     # The webhooks' delivery engine (SPEC §20), invoked again as soon as a
-    # run ends: each run is 60 s of rounds a second apart (the deadline
-    # cargo lambda watch gives cannot be one: the longest run), so a
-    # committed event reaches a receiver within a second or two, as on AWS
-    # (functions/webhooks-deliver). Waits for the server as the sweeper
-    # does.
+    # run ends: each run is WEBHOOK_RUN_SECONDS (2) of rounds a second
+    # apart, so a committed event reaches a receiver within a second or
+    # two, as on AWS (functions/webhooks-deliver). Waits for the server as
+    # the sweeper does, and ends on TERM after the run in flight, as it.
     until curl --silent --output /dev/null --connect-timeout 2 "http://127.0.0.1:$port/" 2>/dev/null; do
         kill -0 "$watch" 2>/dev/null || return 0
         sleep 0.5
     done
-    local out
-    while kill -0 "$watch" 2>/dev/null; do
+    local out stopping=""
+    trap 'stopping=1' TERM
+    while [ -z "$stopping" ] && kill -0 "$watch" 2>/dev/null; do
         if ! out=$(cargo lambda invoke webhooks-deliver --invoke-address 127.0.0.1 --invoke-port "$port" \
             --data-file tests/fixtures/eventbridge_scheduled.json 2>&1); then
             echo "dev: webhooks-deliver invocation failed: $(tr -d '\n' <<<"$out")" >&2
@@ -114,7 +123,16 @@ webhooks_pid=$!
 stopped=false
 stop() {
     trap '' INT TERM
-    kill "$sweeper_pid" "$webhooks_pid" 2>/dev/null || true
+    # The loops end after their invocation in flight (a sweep: moments; a
+    # delivery run: WEBHOOK_RUN_SECONDS); one still busy after 15 s (a
+    # first build) is killed.
+    kill -TERM "$sweeper_pid" "$webhooks_pid" 2>/dev/null || true
+    local looped=0
+    while { kill -0 "$sweeper_pid" || kill -0 "$webhooks_pid"; } 2>/dev/null && [ "$looped" -lt 150 ]; do
+        sleep 0.1
+        looped=$((looped + 1))
+    done
+    kill -KILL "$sweeper_pid" "$webhooks_pid" 2>/dev/null || true
     wait "$sweeper_pid" "$webhooks_pid" 2>/dev/null || true
     pkill -TERM -P "$watch" 2>/dev/null || true
     local waited=0

@@ -8,7 +8,9 @@
 //! consecutive runs overlap by a moment rather than leave a gap; two runs
 //! at once are safe (every claim and record holds its subscription's row
 //! lock, and leases keep an attempt to one worker). Under `make dev` it is
-//! invoked again as soon as a run ends (scripts/dev.sh).
+//! invoked again as soon as a run ends, each run `WEBHOOK_RUN_SECONDS`
+//! (2) long, so that a stop waits only moments for the run in flight
+//! (scripts/dev.sh).
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use serde_json::{Value, json};
@@ -19,6 +21,9 @@ use std::time::{Duration, SystemTime};
 
 const PAUSE: Duration = Duration::from_secs(1);
 const LONGEST_RUN: Duration = Duration::from_secs(60);
+/// A run's length: `LONGEST_RUN` unless `WEBHOOK_RUN_SECONDS` (1 to 60)
+/// says shorter.
+const RUN_VARIABLE: &str = "WEBHOOK_RUN_SECONDS";
 /// The run stops claiming this long (plus a lease) before Lambda's
 /// deadline.
 const MARGIN: Duration = Duration::from_secs(3);
@@ -41,10 +46,11 @@ async fn main() -> Result<(), Error> {
         .max_connections(CONNECTIONS)
         .connect_lazy_with(options);
     let sender = sender().await;
+    let longest = run_length();
     let deliverer = &Deliverer::sending(pool, settings, key, app.config.webhooks, sender);
     let served = run(service_fn(|event: LambdaEvent<Value>| async move {
         let request_id = event.context.request_id.clone();
-        let rounds = rounds(deliverer, event.context.deadline());
+        let rounds = rounds(deliverer, event.context.deadline(), longest);
         telemetry::invoke(request_id, "schedule", rounds, |_| None).await
     }))
     .await;
@@ -66,18 +72,34 @@ async fn sender() -> Sender {
     }
 }
 
+fn run_length() -> Duration {
+    match std::env::var(RUN_VARIABLE) {
+        Err(_) => LONGEST_RUN,
+        Ok(raw) => match raw.parse::<u64>() {
+            Ok(seconds @ 1..=60) => Duration::from_secs(seconds),
+            _ => refuse(&format!(
+                "{RUN_VARIABLE} must be a whole number of seconds from 1 to 60"
+            )),
+        },
+    }
+}
+
 fn refuse(why: &str) -> ! {
     tracing::error!("refusing to start: {why}");
     std::process::exit(1);
 }
 
-async fn rounds(deliverer: &Deliverer, deadline: SystemTime) -> Result<Value, Error> {
+async fn rounds(
+    deliverer: &Deliverer,
+    deadline: SystemTime,
+    longest: Duration,
+) -> Result<Value, Error> {
     // A deadline that cannot be one (`cargo lambda watch` sends 600 s
     // after the epoch) leaves the longest run.
     let left = deadline
         .duration_since(SystemTime::now())
-        .map_or(LONGEST_RUN, |left| left.saturating_sub(MARGIN));
-    let until = tokio::time::Instant::now() + left.min(LONGEST_RUN);
+        .map_or(longest, |left| left.saturating_sub(MARGIN));
+    let until = tokio::time::Instant::now() + left.min(longest);
     let report = match Box::pin(deliverer.run_until(until, PAUSE)).await {
         Ok(report) => report,
         Err(err) => {
