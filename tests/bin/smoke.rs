@@ -16,6 +16,7 @@ struct Made {
     slot: Option<u64>,
     holds: Vec<u64>,
     client: Option<u64>,
+    webhook: Option<u64>,
 }
 
 fn check<'c>(
@@ -449,6 +450,8 @@ async fn run(api: &Api, made: &mut Made) -> Step<usize> {
     .await?;
     steps += 2;
 
+    steps += slot_booking_tests::smoke_webhooks::steps(api, &mut made.webhook).await?;
+
     // The pages: the console, the reference and the contract.
     for (label, path, media_type, holds) in [
         ("/console", "/console", "text/html", "/console/main.js"),
@@ -518,6 +521,10 @@ async fn clean_up(api: &Api, made: &Made) -> Vec<String> {
         .chain(
             made.client
                 .map(|client| ("/clients/{id} (clean-up)", format!("/clients/{client}"))),
+        )
+        .chain(
+            made.webhook
+                .map(|id| ("/webhooks/{id} (clean-up)", format!("/webhooks/{id}"))),
         );
     let mut left = Vec::new();
     for (route, path) in undo {

@@ -27,6 +27,7 @@ pub mod scenarios;
 pub mod seats;
 pub mod slots;
 pub mod smoke;
+pub mod smoke_webhooks;
 pub mod told;
 pub mod traffic;
 pub mod watch;
